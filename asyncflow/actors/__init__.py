@@ -1,0 +1,9 @@
+"""The actor layer: Python objects in other processes, called from asyncio.
+
+Knows nothing about reinforcement learning. See :func:`open_runtime`.
+"""
+
+from ._handle import ActorHandle
+from ._runtime import Runtime, RuntimeStatistics, open_runtime
+
+__all__ = ["ActorHandle", "Runtime", "RuntimeStatistics", "open_runtime"]

@@ -1,0 +1,256 @@
+"""Messages over a ring: framing, out-of-band buffers, streaming, backlog.
+
+A frame is a fixed header, the lengths of its out-of-band buffers, the pickle
+stream, then the raw buffers::
+
+    | tag i64 | kind u8 | pad | nbufs u32 | body u64 | len u64 x nbufs | pickle | buf0 | buf1 ...
+
+The tag and kind sit outside the pickle, so a payload that fails to unpickle
+is still delivered as a :class:`DecodeFailure` to the right caller.
+
+The sender copies what fits into the ring and keeps the rest in a backlog
+that is written as the consumer frees space; the receiver decodes a frame in
+place when all of it is in the ring (one copy out for each buffer) and
+otherwise streams it piece by piece into buffers it allocates. So a message
+larger than the ring travels too, and neither side ever blocks the loop.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections import deque
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ._doorbell import Doorbell
+from ._ring import RingReader, RingWriter
+from ._serialize import Serializer, loads
+
+__all__ = ["DecodeFailure", "Endpoint", "Message", "Receiver", "Sender"]
+
+_FRAME = struct.Struct("<qB3xIQ")
+_LEN = struct.Struct("<Q")
+
+Message = tuple[int, int, Any]  # (tag, kind, payload)
+
+
+@dataclass(frozen=True, slots=True)
+class DecodeFailure:
+    """Stands in for a payload that could not be unpickled."""
+
+    error: BaseException
+
+
+class Sender:
+    """Frames messages into a :class:`RingWriter`, with a backlog for overflow."""
+
+    def __init__(self, writer: RingWriter) -> None:
+        self._writer = writer
+        self._serializer = Serializer()
+        self._backlog: deque[memoryview] = deque()
+        self.messages = 0
+
+    @property
+    def bytes_sent(self) -> int:
+        return self._writer.bytes_written
+
+    @property
+    def backlogged(self) -> bool:
+        return bool(self._backlog)
+
+    def send(self, tag: int, kind: int, payload: Any) -> None:
+        """Serialize and write one message; raises if ``payload`` cannot be pickled.
+
+        Whatever does not fit now is copied into the backlog, so the caller may
+        reuse its arrays as soon as ``send`` returns.
+        """
+        data, buffers = self._serializer.dumps(payload)
+        lengths = [b.nbytes for b in buffers]
+        body = 8 * len(buffers) + len(data) + sum(lengths)
+        head = _FRAME.pack(tag, kind, len(buffers), body)
+        if buffers:
+            head += struct.pack(f"<{len(buffers)}Q", *lengths)
+        pieces = [memoryview(head), memoryview(data), *buffers]
+        self.messages += 1
+        if self._backlog:
+            self._backlog.extend(memoryview(bytes(p)) for p in pieces)
+            self.flush()
+            return
+        writer = self._writer
+        free = writer.free()
+        for i, piece in enumerate(pieces):
+            n = writer.write(piece, free)
+            free -= n
+            if n < len(piece):
+                self._backlog.append(memoryview(bytes(piece[n:])))
+                self._backlog.extend(memoryview(bytes(p)) for p in pieces[i + 1 :])
+                break
+        writer.publish()
+        if self._backlog:
+            self.flush()
+
+    def flush(self) -> bool:
+        """Write as much backlog as fits; True when the backlog is empty."""
+        writer, backlog = self._writer, self._backlog
+        while backlog:
+            writer.mark_sleeping(False)
+            free = writer.free()
+            wrote = False
+            while backlog and free:
+                piece = backlog[0]
+                n = writer.write(piece, free)
+                free -= n
+                wrote = True
+                if n == len(piece):
+                    backlog.popleft()
+                else:
+                    backlog[0] = piece[n:]
+            if wrote:
+                writer.publish()
+            if not backlog:
+                break
+            # Say we wait for space, then look once more (see _ring's handshake).
+            writer.mark_sleeping(True)
+            if writer.free() == 0:
+                return False
+        writer.mark_sleeping(False)
+        return True
+
+
+class _Partial:
+    """A frame being streamed into buffers of its own."""
+
+    def __init__(self, tag: int, kind: int, pickle_len: int, lengths: list[int]) -> None:
+        self.tag, self.kind = tag, kind
+        self.size = _FRAME.size + 8 * len(lengths) + pickle_len + sum(lengths)
+        self.data = bytearray(pickle_len)
+        self.buffers = [np.empty(n, np.uint8) for n in lengths]
+        self.targets = [memoryview(self.data), *(b.data for b in self.buffers)]
+        self.index = 0
+        self.offset = 0
+        self._skip_empty()
+
+    def _skip_empty(self) -> None:
+        while self.index < len(self.targets) and self.offset == len(self.targets[self.index]):
+            self.index += 1
+            self.offset = 0
+
+    def fill(self, reader: RingReader, available: int) -> bool:
+        """Copy what is available; True when the frame is complete."""
+        done = 0
+        while available > done and self.index < len(self.targets):
+            target = self.targets[self.index]
+            n = min(len(target) - self.offset, available - done)
+            reader.copy(done, target[self.offset : self.offset + n])
+            done += n
+            self.offset += n
+            self._skip_empty()
+        reader.consume(done)
+        return self.index == len(self.targets)
+
+    def finish(self) -> Message:
+        return self.tag, self.kind, _decode(self.data, self.buffers)
+
+
+def _decode(data: Any, buffers: list[np.ndarray]) -> Any:
+    try:
+        return loads(data, buffers)
+    except Exception as exc:  # noqa: BLE001 - delivered to the caller instead
+        return DecodeFailure(exc)
+
+
+class Receiver:
+    """Decodes frames from a :class:`RingReader`."""
+
+    def __init__(self, reader: RingReader) -> None:
+        self._reader = reader
+        self._partial: _Partial | None = None
+        self._seen = 0
+        self.messages = 0
+        self.bytes_received = 0
+
+    def receive(self, out: list[Message]) -> None:
+        """Append every complete message now in the ring to ``out``."""
+        reader = self._reader
+        while True:
+            available = self._seen = reader.available()
+            partial = self._partial
+            if partial is not None:
+                if available == 0 or not partial.fill(reader, available):
+                    self._seen = reader.available()
+                    return
+                self._partial = None
+                self.messages += 1
+                self.bytes_received += partial.size
+                out.append(partial.finish())
+                continue
+            if available < _FRAME.size:
+                return
+            tag, kind, nbufs, body = _FRAME.unpack(self._peek(0, _FRAME.size))
+            head = _FRAME.size + 8 * nbufs
+            if available < head:
+                return
+            lengths = list(struct.unpack(f"<{nbufs}Q", self._peek(_FRAME.size, 8 * nbufs))) if nbufs else []
+            pickle_len = body - 8 * nbufs - sum(lengths)
+            if available < _FRAME.size + body:
+                reader.consume(head)
+                self._partial = _Partial(tag, kind, pickle_len, lengths)
+                continue
+            out.append((tag, kind, self._decode_in_place(head, pickle_len, lengths)))
+            self.messages += 1
+            self.bytes_received += _FRAME.size + body
+            reader.consume(_FRAME.size + body)
+
+    def changed(self) -> bool:
+        """Has the producer published anything since the last ``receive``?"""
+        return self._reader.available() != self._seen
+
+    def _peek(self, offset: int, n: int) -> bytes:
+        view = self._reader.contiguous(offset, n)
+        if view is None:
+            buf = bytearray(n)
+            self._reader.copy(offset, memoryview(buf))
+            return bytes(buf)
+        with view:
+            return bytes(view)
+
+    def _decode_in_place(self, offset: int, pickle_len: int, lengths: list[int]) -> Any:
+        reader = self._reader
+        buffers = []
+        at = offset + pickle_len
+        for n in lengths:
+            buf = np.empty(n, np.uint8)
+            reader.copy(at, buf.data)
+            buffers.append(buf)
+            at += n
+        view = reader.contiguous(offset, pickle_len)
+        if view is None:
+            data = bytearray(pickle_len)
+            reader.copy(offset, memoryview(data))
+            return _decode(data, buffers)
+        with view:
+            return _decode(view, buffers)
+
+
+class Endpoint:
+    """One side of a duplex link: a sender, a receiver, and our own doorbell."""
+
+    def __init__(self, sender: Sender, receiver: Receiver, reader: RingReader, bell: Doorbell) -> None:
+        self.sender = sender
+        self.receiver = receiver
+        self._reader = reader
+        self.bell = bell
+
+    def pump(self) -> list[Message]:
+        """Called when our doorbell fires: flush our backlog, take what arrived."""
+        self.bell.clear()
+        out: list[Message] = []
+        while True:
+            self._reader.mark_sleeping(False)
+            self.sender.flush()
+            self.receiver.receive(out)
+            self._reader.mark_sleeping(True)
+            if not self.receiver.changed():
+                return out

@@ -1,0 +1,184 @@
+"""``ActorHandle``: what ``Runtime.spawn`` returns.
+
+``await handle.method(*args)`` (or ``await handle.call("method", *args)``)
+runs a method in the actor; many calls may be in flight at once. A handle
+outlives restarts: when its process dies and the restart policy allows, a new
+process is built from the same constructor arguments, calls made meanwhile
+wait for it, and ``handle.restarts`` counts how often that happened.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from typing import Any, Protocol
+
+from ..errors import ActorDiedError, ClosedError
+
+__all__ = ["ActorHandle", "Transport"]
+
+
+class Transport(Protocol):
+    name: str
+    methods: dict[str, bool]
+    pid: int | None
+    notify_errors: list[BaseException]
+    calls_completed: int
+
+    async def start(self) -> None: ...
+    async def stop(self) -> None: ...
+    def kill_now(self) -> None: ...
+    def call(self, method: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> asyncio.Future[Any]: ...
+    def notify(self, method: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None: ...
+    @property
+    def alive(self) -> bool: ...
+    @property
+    def in_flight(self) -> int: ...
+    @property
+    def bytes_moved(self) -> int: ...
+
+
+class _Method:
+    __slots__ = ("_handle", "_name")
+
+    def __init__(self, handle: ActorHandle, name: str) -> None:
+        self._handle, self._name = handle, name
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Awaitable[Any]:
+        return self._handle.call(self._name, *args, **kwargs)
+
+    def notify(self, *args: Any, **kwargs: Any) -> None:
+        self._handle.notify(self._name, *args, **kwargs)
+
+    def __repr__(self) -> str:
+        return f"<method {self._name} of {self._handle!r}>"
+
+
+class ActorHandle:
+    """A reference to one actor. Cheap to pass around inside the driver."""
+
+    def __init__(
+        self,
+        name: str,
+        type_name: str,
+        make_transport: Callable[[ActorHandle], Transport],
+        max_restarts: int,
+    ) -> None:
+        self.name = name
+        self.type_name = type_name
+        self.max_restarts = max_restarts
+        self.restarts = 0
+        self._make_transport = make_transport
+        self._transport = make_transport(self)
+        self._restarting: asyncio.Task[None] | None = None
+        self._closed = False
+        self._moved_before = 0
+
+    def __repr__(self) -> str:
+        return f"<ActorHandle {self.name!r} ({self.type_name}) pid={self.pid}>"
+
+    @property
+    def pid(self) -> int | None:
+        return self._transport.pid
+
+    @property
+    def methods(self) -> frozenset[str]:
+        return frozenset(self._transport.methods)
+
+    @property
+    def alive(self) -> bool:
+        return not self._closed and (self._transport.alive or self._restarting is not None)
+
+    def __getattr__(self, name: str) -> _Method:
+        if name.startswith("_"):
+            raise AttributeError(name)
+        self._check_method(name)
+        return _Method(self, name)
+
+    def _check_method(self, name: str) -> None:
+        if name not in self._transport.methods:
+            known = ", ".join(sorted(self._transport.methods)) or "none"
+            raise AttributeError(f"actor {self.name!r} ({self.type_name}) has no method {name!r}; its methods: {known}")
+
+    def call(self, method: str, /, *args: Any, **kwargs: Any) -> Awaitable[Any]:
+        """Run ``method`` in the actor; await the returned future for its result."""
+        self._check_open()
+        self._check_method(method)
+        self._raise_notify_errors()
+        if self._restarting is not None:
+            return asyncio.ensure_future(self._call_after_restart(method, args, kwargs))
+        return self._transport.call(method, args, kwargs)
+
+    def notify(self, method: str, /, *args: Any, **kwargs: Any) -> None:
+        """Run ``method`` without waiting for an answer; a failure surfaces at the next call."""
+        self._check_open()
+        self._check_method(method)
+        self._raise_notify_errors()
+        self._transport.notify(method, args, kwargs)
+
+    async def _call_after_restart(self, method: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        assert self._restarting is not None
+        await asyncio.shield(self._restarting)
+        return await self._transport.call(method, args, kwargs)
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise ClosedError(f"actor {self.name!r} is closed")
+
+    def _raise_notify_errors(self) -> None:
+        errors = self._transport.notify_errors
+        if errors:
+            error = errors.pop(0)
+            raise error
+
+    # -- lifecycle (driven by the runtime) -------------------------------
+
+    async def _start(self) -> None:
+        await self._transport.start()
+
+    def _on_exit(self, transport: Transport, died: ActorDiedError) -> None:
+        """The process died; restart it if the policy allows."""
+        if self._closed or transport is not self._transport or self.restarts >= self.max_restarts:
+            return
+        self._restarting = asyncio.get_running_loop().create_task(self._restart())
+
+    async def _restart(self) -> None:
+        old = self._transport
+        self._moved_before += old.bytes_moved
+        await old.stop()
+        self.restarts += 1
+        self._transport = self._make_transport(self)
+        try:
+            await self._transport.start()
+        except BaseException:
+            await self._transport.stop()
+            raise
+        finally:
+            self._restarting = None
+
+    async def close(self) -> None:
+        """Stop the actor and release its resources. Idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        restarting = self._restarting
+        if restarting is not None:
+            restarting.cancel()
+            await asyncio.wait([restarting])
+        await self._transport.stop()
+
+    def _kill_now(self) -> None:
+        self._closed = True
+        self._transport.kill_now()
+
+    @property
+    def _in_flight(self) -> int:
+        return self._transport.in_flight
+
+    @property
+    def _bytes_moved(self) -> int:
+        return self._moved_before + self._transport.bytes_moved
+
+    @property
+    def _calls_completed(self) -> int:
+        return self._transport.calls_completed

@@ -1,0 +1,193 @@
+"""A single-producer, single-consumer byte ring in POSIX shared memory.
+
+Layout of one segment::
+
+    offset 0    write index   (u64, producer stores, consumer loads)
+    offset 64   read index    (u64, consumer stores, producer loads)
+    offset 128  consumer sleeping flag (u64)
+    offset 192  producer sleeping flag (u64)
+    offset 256  capacity      (u64, written once)
+    offset 320  data: ``capacity`` bytes, used as a circular byte stream
+
+Indices grow without bound (2**64 bytes never wrap in practice); the position
+in the data area is ``index % capacity``. Because the ring is a byte stream, a
+message larger than the ring simply streams through it in pieces.
+
+Wake-ups follow the "sleeping flag" handshake (Dekker's pattern): a side that
+is about to wait stores its flag, issues a full fence, and looks at the ring
+once more; the other side publishes its index, fences, and rings the
+doorbell only if the flag is set. With both fences, one of the two always
+sees the other, so no wake-up is lost, and a busy peer costs no syscall.
+
+Why a ``threading.Lock`` as the fence: Python exposes no atomics, but taking
+and releasing an uncontended lock executes a locked read-modify-write, which
+is a full barrier on x86-64 (and acquire + release barriers on arm64). It
+costs about 0.2 us, against 0.6 us for the eventfd write it usually saves.
+Aligned 8-byte stores through a ``memoryview`` cast to ``Q`` are single
+machine stores, so the indices are never torn.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import secrets
+import threading
+from multiprocessing import shared_memory
+from typing import Protocol
+
+__all__ = ["Ring", "RingReader", "RingWriter", "SEGMENT_PREFIX"]
+
+SEGMENT_PREFIX = "asyncflow_"
+_HEADER = 320
+_WRITE, _READ, _CONSUMER_SLEEPING, _PRODUCER_SLEEPING = 0, 8, 16, 24
+_CAPACITY = 32
+
+_fence_lock = threading.Lock()
+
+
+class _Ringer(Protocol):
+    """Anything with a ``ring()`` method (a :class:`~._doorbell.Doorbell`)."""
+
+    def ring(self) -> None: ...
+
+
+def fence() -> None:
+    """A full memory barrier (see the module docstring)."""
+    _fence_lock.acquire()
+    _fence_lock.release()
+
+
+class Ring:
+    """One shared-memory segment holding a ring; created or attached by name."""
+
+    def __init__(self, name: str | None = None, capacity: int = 1 << 22) -> None:
+        if name is None:
+            name = f"{SEGMENT_PREFIX}{os.getpid()}_{secrets.token_hex(6)}"
+            self.shm = shared_memory.SharedMemory(name=name, create=True, size=_HEADER + capacity)
+            self.owner = True
+        else:
+            self.shm = shared_memory.SharedMemory(name=name)
+            self.owner = False
+        self.name = name
+        buf = self.shm.buf
+        assert buf is not None
+        self.ctl = buf[:_HEADER].cast("Q")
+        if self.owner:
+            self.ctl[_CAPACITY] = capacity
+            self.ctl[_CONSUMER_SLEEPING] = 1  # nobody reads yet: the first write rings
+        self.capacity = int(self.ctl[_CAPACITY])
+        self.data = buf[_HEADER : _HEADER + self.capacity]
+
+    def close(self) -> None:
+        """Drop this process's mapping (never fails; views may linger)."""
+        if self.shm is None:
+            return
+        self.ctl.release()
+        self.data.release()
+        # A decoded message may still point into the mapping; GC frees it then.
+        with contextlib.suppress(BufferError):
+            self.shm.close()
+        self.shm = None  # type: ignore[assignment]
+
+    def unlink(self) -> None:
+        """Remove the segment's name from /dev/shm (idempotent)."""
+        with contextlib.suppress(FileNotFoundError):
+            shared_memory.SharedMemory.unlink(self._shm_for_unlink())
+
+    def _shm_for_unlink(self) -> shared_memory.SharedMemory:
+        # SharedMemory.unlink only needs ``_name``; build a bare object so that
+        # unlinking works after close().
+        bare = shared_memory.SharedMemory.__new__(shared_memory.SharedMemory)
+        bare._name = "/" + self.name  # type: ignore[attr-defined]
+        return bare
+
+
+class RingWriter:
+    """The producer end. ``write`` copies what fits and keeps the rest."""
+
+    def __init__(self, ring: Ring, wake_consumer: _Ringer) -> None:
+        self.ring = ring
+        self._wake = wake_consumer
+        self._ctl = ring.ctl
+        self._data = ring.data
+        self._cap = ring.capacity
+        self._w = int(self._ctl[_WRITE])
+        self.bytes_written = 0
+
+    def free(self) -> int:
+        return self._cap - (self._w - int(self._ctl[_READ]))
+
+    def write(self, chunk: memoryview, free: int) -> int:
+        """Copy up to ``free`` bytes of ``chunk``; return how many. Unpublished."""
+        n = min(len(chunk), free)
+        if n == 0:
+            return 0
+        cap, data = self._cap, self._data
+        pos = self._w % cap
+        first = min(n, cap - pos)
+        data[pos : pos + first] = chunk[:first]
+        if first < n:
+            data[: n - first] = chunk[first:n]
+        self._w += n
+        return n
+
+    def publish(self) -> None:
+        """Make written bytes visible and wake the consumer if it sleeps."""
+        self.bytes_written += self._w - int(self._ctl[_WRITE])
+        self._ctl[_WRITE] = self._w
+        fence()
+        if self._ctl[_CONSUMER_SLEEPING]:
+            self._wake.ring()
+
+    def mark_sleeping(self, sleeping: bool) -> None:
+        """Say whether the producer waits for space. After True, re-check ``free``."""
+        self._ctl[_PRODUCER_SLEEPING] = int(sleeping)
+        if sleeping:
+            fence()
+
+
+class RingReader:
+    """The consumer end: views, copies and a read index it publishes."""
+
+    def __init__(self, ring: Ring, wake_producer: _Ringer) -> None:
+        self.ring = ring
+        self._wake = wake_producer
+        self._ctl = ring.ctl
+        self._data = ring.data
+        self._cap = ring.capacity
+        self._r = int(self._ctl[_READ])
+
+    def available(self) -> int:
+        return int(self._ctl[_WRITE]) - self._r
+
+    def contiguous(self, offset: int, n: int) -> memoryview | None:
+        """A view of ``n`` bytes at ``offset`` past the read index, or None if they wrap."""
+        pos = (self._r + offset) % self._cap
+        if pos + n > self._cap:
+            return None
+        return self._data[pos : pos + n]
+
+    def copy(self, offset: int, dst: memoryview) -> None:
+        """Copy ``len(dst)`` bytes at ``offset`` past the read index into ``dst``."""
+        n = len(dst)
+        cap, data = self._cap, self._data
+        pos = (self._r + offset) % cap
+        first = min(n, cap - pos)
+        dst[:first] = data[pos : pos + first]
+        if first < n:
+            dst[first:] = data[: n - first]
+
+    def consume(self, n: int) -> None:
+        """Release ``n`` bytes to the producer and wake it if it waits for space."""
+        self._r += n
+        self._ctl[_READ] = self._r
+        fence()
+        if self._ctl[_PRODUCER_SLEEPING]:
+            self._wake.ring()
+
+    def mark_sleeping(self, sleeping: bool) -> None:
+        """Say whether the consumer waits for data. After True, re-check ``available``."""
+        self._ctl[_CONSUMER_SLEEPING] = int(sleeping)
+        if sleeping:
+            fence()

@@ -1,0 +1,240 @@
+"""``open_runtime``: the owner of every actor process and segment.
+
+Leaving the ``async with`` block, however it is left (normally, by an
+exception, by cancellation, by Ctrl-C in ``asyncio.run``), stops every actor
+(politely, then SIGTERM, then SIGKILL), reaps the processes and unlinks every
+shared-memory segment. An ``atexit`` hook does the same, synchronously, for a
+runtime whose loop died before it could close.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import atexit
+import importlib.util
+import itertools
+import multiprocessing
+import weakref
+from collections.abc import AsyncIterator, Callable, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from ..errors import ClosedError, ConfigError, SerializationError
+from ._handle import ActorHandle, Transport
+from ._launch import ActorProcess
+from ._local import LocalTransport
+from ._process import ProcessOptions, ProcessTransport
+from ._serialize import dumps_by_value
+
+__all__ = ["Runtime", "RuntimeStatistics", "open_runtime"]
+
+Backend = Literal["process", "local"]
+
+_live_runtimes: weakref.WeakSet[Runtime] = weakref.WeakSet()
+_names = itertools.count(1)
+
+
+def default_preload() -> list[str]:
+    """Modules the fork server imports once, so that actors start warm."""
+    mods = ["asyncflow.actors._worker", "numpy"]
+    mods += [m for m in ("torch", "gymnasium", "asyncflow.rl") if _importable(m)]
+    return mods
+
+
+def _importable(module: str) -> bool:
+    try:
+        return importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):
+        return False
+
+
+@dataclass(frozen=True)
+class RuntimeStatistics:
+    """A snapshot of the runtime (``Runtime.statistics()``)."""
+
+    backend: str
+    actors_alive: int
+    actors_spawned: int
+    restarts: int
+    calls_in_flight: int
+    calls_completed: int
+    bytes_moved: int
+
+
+def _noop() -> None:
+    pass
+
+
+class Runtime:
+    """Spawns actors and owns them; use through :func:`open_runtime`."""
+
+    def __init__(
+        self,
+        backend: Backend = "process",
+        *,
+        start_method: str = "forkserver",
+        preload: Sequence[str] | None = None,
+        torch_threads: int | None = 1,
+        ring_bytes: int = 8 << 20,
+        stop_timeout: float = 2.0,
+    ) -> None:
+        if backend not in ("process", "local"):
+            raise ConfigError(f"backend must be 'process' or 'local', not {backend!r}")
+        if start_method not in ("forkserver", "spawn"):
+            raise ConfigError(f"start_method must be 'forkserver' or 'spawn', not {start_method!r}")
+        if ring_bytes < 4096:
+            raise ConfigError(f"ring_bytes must be at least 4096, not {ring_bytes}")
+        self.backend = backend
+        self._options = ProcessOptions(start_method, torch_threads, ring_bytes, stop_timeout)
+        self._preload = list(default_preload() if preload is None else preload)
+        self._handles: list[ActorHandle] = []
+        self._closed = False
+        self._warm: asyncio.Future[None] | None = None
+
+    # -- lifecycle -------------------------------------------------------
+
+    async def __aenter__(self) -> Runtime:
+        if self.backend == "process":
+            _live_runtimes.add(self)
+            if self._options.start_method == "forkserver":
+                ctx = multiprocessing.get_context("forkserver")
+                ctx.set_forkserver_preload(self._preload)
+                # Warm the fork server in the background: its first child waits
+                # for the preloaded imports, later ones fork in milliseconds.
+                loop = asyncio.get_running_loop()
+                self._warm = asyncio.ensure_future(loop.run_in_executor(None, _warm_forkserver))
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
+
+    async def wait_ready(self) -> None:
+        """Wait until the fork server has preloaded its modules."""
+        if self._warm is not None:
+            await asyncio.shield(self._warm)
+
+    async def aclose(self) -> None:
+        """Stop every actor and release everything. Idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        # Shielded from our caller's cancellation: a half-closed runtime would
+        # leave processes behind. A second cancel still interrupts the wait,
+        # and the atexit hook then kills what is left.
+        closing = asyncio.ensure_future(self._close_all())
+        try:
+            await asyncio.shield(closing)
+        except asyncio.CancelledError:
+            await closing
+            raise
+        _live_runtimes.discard(self)
+
+    async def _close_all(self) -> None:
+        if self._warm is not None:
+            await asyncio.wait([self._warm])
+            if not self._warm.cancelled():
+                self._warm.exception()  # retrieved: a failed warm-up surfaces at spawn
+        handles, self._handles = self._handles, []
+        if handles:
+            await asyncio.gather(*(h.close() for h in handles), return_exceptions=True)
+
+    def _kill_now(self) -> None:
+        for handle in self._handles:
+            handle._kill_now()
+
+    # -- actors ----------------------------------------------------------
+
+    async def spawn(
+        self,
+        factory: Callable[..., Any],
+        /,
+        *args: Any,
+        name: str | None = None,
+        max_restarts: int = 0,
+        **kwargs: Any,
+    ) -> ActorHandle:
+        """Create an actor from a class (or any callable returning an object).
+
+        Constructor arguments follow ``factory``; ``name`` and ``max_restarts``
+        are the runtime's own keywords.
+        """
+        if self._closed:
+            raise ClosedError("the runtime is closed")
+        if not callable(factory):
+            raise TypeError(f"spawn() needs a class or a callable, not {type(factory).__name__} {factory!r}")
+        if not isinstance(max_restarts, int) or max_restarts < 0:
+            raise ConfigError(f"max_restarts must be a non-negative int, not {max_restarts!r}")
+        type_name = getattr(factory, "__qualname__", type(factory).__qualname__)
+        name = name or f"{type_name}-{next(_names)}"
+        make: Callable[[ActorHandle], Transport]
+        if self.backend == "local":
+
+            def make(handle: ActorHandle) -> Transport:
+                return LocalTransport(name, factory, args, kwargs)
+
+        else:
+            try:
+                payload = dumps_by_value((factory, args, kwargs))
+            except Exception as exc:
+                raise SerializationError(
+                    f"cannot pickle the constructor of actor {name!r} ({type_name}): {exc}"
+                ) from exc
+            await self.wait_ready()
+
+            def make(handle: ActorHandle) -> Transport:
+                return ProcessTransport(name, payload, self._options, handle._on_exit)
+
+        handle = ActorHandle(name, type_name, make, max_restarts)
+        self._handles.append(handle)
+        try:
+            await handle._start()
+        except BaseException:
+            self._handles.remove(handle)
+            await handle.close()
+            raise
+        return handle
+
+    def statistics(self) -> RuntimeStatistics:
+        handles = self._handles
+        return RuntimeStatistics(
+            backend=self.backend,
+            actors_alive=sum(h.alive for h in handles),
+            actors_spawned=len(handles),
+            restarts=sum(h.restarts for h in handles),
+            calls_in_flight=sum(h._in_flight for h in handles),
+            calls_completed=sum(h._calls_completed for h in handles),
+            bytes_moved=sum(h._bytes_moved for h in handles),
+        )
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+
+def _warm_forkserver() -> None:
+    process = ActorProcess(target=_noop, name="asyncflow:warmup")
+    process.start()
+    process.join()
+    process.close()
+
+
+@asynccontextmanager
+async def open_runtime(backend: Backend = "process", **options: Any) -> AsyncIterator[Runtime]:
+    """Open a runtime; every actor it spawned is gone when the block ends.
+
+    ``backend`` is ``"process"`` (default: one process per actor) or
+    ``"local"`` (objects in this process, for debugging and exact replay).
+    Options: ``start_method`` ("forkserver" or "spawn"), ``preload`` (modules
+    the fork server imports), ``torch_threads`` (per actor; None leaves torch
+    alone), ``ring_bytes`` (size of each shared-memory ring), ``stop_timeout``.
+    """
+    runtime = Runtime(backend, **options)
+    async with runtime:
+        yield runtime
+
+
+@atexit.register
+def _kill_leftovers() -> None:
+    for runtime in list(_live_runtimes):
+        runtime._kill_now()

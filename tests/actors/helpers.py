@@ -1,0 +1,73 @@
+"""Actor classes the tests spawn."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import threading
+from typing import Any
+
+
+class Counter:
+    def __init__(self, start: int = 0) -> None:
+        self.n = start
+        self.running = 0
+        self.max_running = 0
+        self.cancelled = 0
+        self.log: list[int] = []
+
+    def add(self, k: int) -> int:
+        self.n += k
+        self.log.append(k)
+        return self.n
+
+    def get_log(self) -> list[int]:
+        return self.log
+
+    async def slow_add(self, k: int, delay: float = 0.05) -> int:
+        self.running += 1
+        self.max_running = max(self.max_running, self.running)
+        try:
+            await asyncio.sleep(delay)
+        except asyncio.CancelledError:
+            self.cancelled += 1
+            raise
+        finally:
+            self.running -= 1
+        return self.add(k)
+
+    def stats(self) -> dict[str, int]:
+        return {"n": self.n, "max_running": self.max_running, "cancelled": self.cancelled}
+
+    def echo(self, x: Any) -> Any:
+        return x
+
+    def getpid(self) -> int:
+        return os.getpid()
+
+    def fail(self, message: str) -> None:
+        raise ValueError(message)
+
+    def fail_custom(self) -> None:
+        raise Unpicklable("custom", 1)
+
+    def return_lock(self) -> Any:
+        return threading.Lock()
+
+    def exit_now(self, code: int) -> None:
+        os._exit(code)
+
+    async def hang(self) -> None:
+        await asyncio.sleep(3600)
+
+
+class Unpicklable(Exception):
+    """An exception whose constructor signature breaks unpickling."""
+
+    def __init__(self, text: str, code: int) -> None:
+        super().__init__(f"{text}:{code}")
+
+
+class Broken:
+    def __init__(self) -> None:
+        raise RuntimeError("constructor failed on purpose")

@@ -1,0 +1,209 @@
+"""Death, restart, cancellation and shutdown, against real processes."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+
+import asyncflow
+from asyncflow import ActorDiedError, ClosedError
+
+from ..conftest import our_segments
+from .helpers import Counter
+
+
+def _gone(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    # A zombie still answers kill(0); it is gone for our purposes once reaped.
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split()[2] == "Z"
+    except FileNotFoundError:
+        return True
+
+
+async def test_kill_9_fails_every_pending_call(process_runtime: asyncflow.Runtime) -> None:
+    c = await process_runtime.spawn(Counter)
+    pending = [asyncio.ensure_future(c.slow_add(1, 30.0)) for _ in range(20)]
+    pending += [asyncio.ensure_future(c.hang()) for _ in range(5)]
+    await asyncio.sleep(0.1)
+    assert c.pid is not None
+    os.kill(c.pid, signal.SIGKILL)
+    results = await asyncio.wait_for(asyncio.gather(*pending, return_exceptions=True), timeout=5)
+    assert all(isinstance(r, ActorDiedError) for r in results)
+    assert all(r.exitcode == -signal.SIGKILL for r in results)  # type: ignore[union-attr]
+    assert "SIGKILL" in str(results[0])
+    with pytest.raises(ActorDiedError):
+        await c.add(1)
+    assert not c.alive
+
+
+async def test_exit_inside_a_method_is_reported(process_runtime: asyncflow.Runtime) -> None:
+    c = await process_runtime.spawn(Counter)
+    other = asyncio.ensure_future(c.slow_add(1, 30.0))
+    with pytest.raises(ActorDiedError) as info:
+        await c.exit_now(3)
+    assert info.value.exitcode == 3
+    with pytest.raises(ActorDiedError):
+        await other
+
+
+async def test_restart_policy_recreates_the_actor(process_runtime: asyncflow.Runtime) -> None:
+    c = await process_runtime.spawn(Counter, 100, max_restarts=1)
+    assert await c.add(1) == 101
+    first_pid = c.pid
+    assert first_pid is not None
+    in_flight = asyncio.ensure_future(c.slow_add(1, 30.0))
+    await asyncio.sleep(0.05)
+    os.kill(first_pid, signal.SIGKILL)
+    with pytest.raises(ActorDiedError):
+        await in_flight
+    # Calls made while it restarts wait for the new process; state starts over.
+    assert await c.add(1) == 101
+    assert c.restarts == 1 and c.pid != first_pid
+    assert process_runtime.statistics().restarts == 1
+    assert c.pid is not None
+    os.kill(c.pid, signal.SIGKILL)  # the policy is used up now
+    with pytest.raises(ActorDiedError):
+        await c.slow_add(1, 30.0)
+    await asyncio.sleep(0.2)
+    with pytest.raises(ActorDiedError):
+        await c.add(1)
+
+
+async def test_cancelling_a_caller_cancels_the_remote_task(runtime: asyncflow.Runtime) -> None:
+    c = await runtime.spawn(Counter)
+    call = asyncio.ensure_future(c.slow_add(1, 30.0))
+    await asyncio.sleep(0.1)
+    call.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await call
+    for _ in range(100):  # the cancel message travels asynchronously
+        if (await c.stats())["cancelled"] == 1:
+            break
+        await asyncio.sleep(0.01)
+    assert (await c.stats())["cancelled"] == 1
+    assert await c.add(5) == 5
+
+
+async def test_cancelled_waiter_does_not_break_later_calls(process_runtime: asyncflow.Runtime) -> None:
+    c = await process_runtime.spawn(Counter)
+    with pytest.raises(TimeoutError):
+        await asyncio.wait_for(c.slow_add(1, 5.0), timeout=0.05)
+    results = await asyncio.gather(*(c.add(1) for _ in range(100)))
+    assert max(results) == 100
+
+
+async def test_closing_the_runtime_fails_pending_calls_and_cleans_up() -> None:
+    async with asyncflow.open_runtime() as rt:
+        c = await rt.spawn(Counter)
+        pid = c.pid
+        assert pid is not None
+        pending = asyncio.ensure_future(c.hang())
+        await asyncio.sleep(0.05)
+    with pytest.raises(ClosedError):
+        await pending
+    assert _gone(pid)
+    assert our_segments(os.getpid()) == []
+
+
+async def test_leaving_by_exception_stops_actors() -> None:
+    pids = []
+    with pytest.raises(KeyError):
+        async with asyncflow.open_runtime() as rt:
+            for _ in range(2):
+                pids.append((await rt.spawn(Counter)).pid)
+            raise KeyError("leave")
+    assert all(_gone(p) for p in pids)
+    assert our_segments(os.getpid()) == []
+
+
+async def test_cancelling_the_owner_task_stops_actors() -> None:
+    started: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+
+    async def owner() -> None:
+        async with asyncflow.open_runtime() as rt:
+            c = await rt.spawn(Counter)
+            started.set_result(c.pid)  # type: ignore[arg-type]
+            await c.hang()
+
+    task = asyncio.ensure_future(owner())
+    pid = await started
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert _gone(pid)
+    assert our_segments(os.getpid()) == []
+
+
+_SCRIPT = textwrap.dedent(
+    """
+    import asyncio, sys, os
+    import asyncflow
+
+    class Sleeper:
+        def ping(self):
+            return os.getpid()
+
+    async def main():
+        async with asyncflow.open_runtime() as rt:
+            actors = [await rt.spawn(Sleeper) for _ in range(2)]
+            pids = [await a.ping() for a in actors]
+            print("READY", " ".join(map(str, pids)), flush=True)
+            await asyncio.sleep(60)
+
+    asyncio.run(main())
+    """
+)
+
+
+def _start_driver(tmp_path: object) -> tuple[subprocess.Popen[str], list[int]]:
+    proc = subprocess.Popen(
+        [sys.executable, "-c", _SCRIPT],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stdout is not None
+    line = proc.stdout.readline()
+    assert line.startswith("READY"), proc.stderr.read() if proc.stderr else line
+    return proc, [int(p) for p in line.split()[1:]]
+
+
+def _wait_until(predicate: object, timeout: float) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():  # type: ignore[operator]
+            return True
+        time.sleep(0.05)
+    return bool(predicate())  # type: ignore[operator]
+
+
+def test_ctrl_c_in_a_script_stops_everything(tmp_path: object) -> None:
+    proc, pids = _start_driver(tmp_path)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=20)
+    assert proc.returncode != 0 and "KeyboardInterrupt" in err
+    assert "leaked" not in err  # the resource tracker had nothing to clean up
+    assert _wait_until(lambda: all(_gone(p) for p in pids), 5)
+    assert our_segments(proc.pid) == []
+
+
+def test_killed_driver_takes_its_actors_along(tmp_path: object) -> None:
+    proc, pids = _start_driver(tmp_path)
+    assert our_segments(proc.pid) != []
+    proc.kill()
+    proc.wait(timeout=5)
+    assert _wait_until(lambda: all(_gone(p) for p in pids), 3)
+    assert _wait_until(lambda: our_segments(proc.pid) == [], 3)
+    proc.communicate()

@@ -1,0 +1,86 @@
+"""The ring and channel, in one process over real shared memory, and large messages."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import asyncflow
+from asyncflow.actors._channel import Message, Receiver, Sender
+from asyncflow.actors._doorbell import Doorbell
+from asyncflow.actors._ring import Ring, RingReader, RingWriter
+
+from .helpers import Counter
+
+_arrays = st.builds(
+    lambda n, dtype, seed: np.random.default_rng(seed).integers(0, 255, n).astype(dtype),
+    st.integers(0, 3000),
+    st.sampled_from([np.uint8, np.int32, np.float64]),
+    st.integers(0, 2**16),
+)
+_leaves = st.one_of(
+    st.none(), st.booleans(), st.integers(), st.floats(allow_nan=False), st.text(), st.binary(max_size=5000), _arrays
+)
+_payloads = st.recursive(
+    _leaves,
+    lambda inner: st.one_of(st.lists(inner, max_size=4), st.dictionaries(st.text(max_size=5), inner, max_size=4)),
+    max_leaves=10,
+)
+
+
+def _equal(a: object, b: object) -> bool:
+    if isinstance(a, np.ndarray):
+        return isinstance(b, np.ndarray) and a.dtype == b.dtype and np.array_equal(a, b)
+    if isinstance(a, list):
+        return isinstance(b, list) and len(a) == len(b) and all(map(_equal, a, b))
+    if isinstance(a, dict):
+        return isinstance(b, dict) and a.keys() == b.keys() and all(_equal(a[k], b[k]) for k in a)
+    return a == b
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(_payloads, min_size=1, max_size=12), st.sampled_from([4096, 6000, 65536]))
+def test_random_payloads_survive_a_small_ring(payloads: list[object], capacity: int) -> None:
+    """Wrap-around, streaming of messages larger than the ring, and backlog."""
+    ring = Ring(capacity=capacity)
+    bell = Doorbell()
+    try:
+        sender = Sender(RingWriter(ring, bell))
+        receiver = Receiver(RingReader(ring, bell))
+        received: list[Message] = []
+        for i, payload in enumerate(payloads):
+            sender.send(i, 6, payload)
+            while sender.backlogged:
+                receiver.receive(received)
+                sender.flush()
+        receiver.receive(received)
+        assert [tag for tag, _, _ in received] == list(range(len(payloads)))
+        for (_, _, got), want in zip(received, payloads, strict=True):
+            assert _equal(got, want)
+    finally:
+        ring.close()
+        ring.unlink()
+        bell.close()
+
+
+@pytest.mark.parametrize("size", [0, 1, 4096, 1 << 20, 9 << 20, 64 << 20])
+async def test_messages_from_0_bytes_to_64_mib(process_runtime: asyncflow.Runtime, size: int) -> None:
+    c = await process_runtime.spawn(Counter)
+    payload = np.frombuffer(np.random.default_rng(size).bytes(size), np.uint8)
+    echoed = await c.echo(payload)
+    assert echoed.nbytes == size and np.array_equal(echoed, payload)
+    blob = bytes(payload[: min(size, 1 << 20)])
+    assert await c.echo(blob) == blob
+
+
+async def test_many_large_messages_in_flight(process_runtime: asyncflow.Runtime) -> None:
+    """More data in flight than both rings hold: backlogs on both sides."""
+    import asyncio
+
+    c = await process_runtime.spawn(Counter)
+    arrays = [np.full(1 << 20, i, np.float32) for i in range(12)]  # 48 MiB
+    results = await asyncio.gather(*(c.echo(a) for a in arrays))
+    for i, r in enumerate(results):
+        assert r.shape == (1 << 20,) and r[0] == i and r[-1] == i

@@ -1,0 +1,50 @@
+"""Shared fixtures: backends, and a leak check after every test module."""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+from collections.abc import AsyncIterator, Iterator
+
+import pytest
+
+import asyncflow
+from asyncflow.actors._ring import SEGMENT_PREFIX
+
+
+def our_segments(pid: int | None = None) -> list[str]:
+    """Shared-memory segments in /dev/shm created by asyncflow (optionally by one driver pid)."""
+    prefix = SEGMENT_PREFIX if pid is None else f"{SEGMENT_PREFIX}{pid}_"
+    try:
+        return sorted(n for n in os.listdir("/dev/shm") if n.startswith(prefix))
+    except FileNotFoundError:  # pragma: no cover - non-Linux
+        return []
+
+
+def actor_children() -> list[multiprocessing.process.BaseProcess]:
+    return [p for p in multiprocessing.active_children() if p.name.startswith("asyncflow:")]
+
+
+@pytest.fixture(autouse=True, scope="module")
+def no_leaks_after_module() -> Iterator[None]:
+    """Every test module must leave no actor process and no segment of ours behind."""
+    yield
+    assert actor_children() == [], "actor processes left behind"
+    assert our_segments(os.getpid()) == [], "shared-memory segments left behind"
+
+
+@pytest.fixture(params=["process", "local"])
+def backend(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
+@pytest.fixture
+async def runtime(backend: str) -> AsyncIterator[asyncflow.Runtime]:
+    async with asyncflow.open_runtime(backend) as rt:  # type: ignore[arg-type]
+        yield rt
+
+
+@pytest.fixture
+async def process_runtime() -> AsyncIterator[asyncflow.Runtime]:
+    async with asyncflow.open_runtime("process") as rt:
+        yield rt
