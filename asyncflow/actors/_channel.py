@@ -20,6 +20,7 @@ from __future__ import annotations
 import struct
 from collections import deque
 from dataclasses import dataclass
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -43,13 +44,25 @@ class DecodeFailure:
     error: BaseException
 
 
-class Sender:
-    """Frames messages into a :class:`RingWriter`, with a backlog for overflow."""
+# A producer that sends in a tight loop rings the consumer after this many
+# messages at the latest; otherwise once per turn of its event loop.
+_RING_EVERY = 32
 
-    def __init__(self, writer: RingWriter) -> None:
+
+class Sender:
+    """Frames messages into a :class:`RingWriter`, with a backlog for overflow.
+
+    ``schedule`` (usually ``loop.call_soon``) defers the consumer's wake-up to
+    the end of the current loop turn, so a burst of calls costs one wake-up;
+    without it every message that finds the consumer asleep rings at once.
+    """
+
+    def __init__(self, writer: RingWriter, schedule: Callable[[Callable[[], None]], object] | None = None) -> None:
         self._writer = writer
         self._serializer = Serializer()
         self._backlog: deque[memoryview] = deque()
+        self._schedule = schedule
+        self._owed = 0  # messages published since the consumer was last woken
         self.messages = 0
 
     @property
@@ -63,8 +76,10 @@ class Sender:
     def send(self, tag: int, kind: int, payload: Any) -> None:
         """Serialize and write one message; raises if ``payload`` cannot be pickled.
 
-        Whatever does not fit now is copied into the backlog, so the caller may
-        reuse its arrays as soon as ``send`` returns.
+        What does not fit now waits in the backlog. The backlog keeps views of
+        the caller's arrays instead of copying them (a 4 MiB array is copied
+        once, into the ring), so an array passed to a call must not change
+        until that call returns or ``drain()`` does.
         """
         data, buffers = self._serializer.dumps(payload)
         lengths = [b.nbytes for b in buffers]
@@ -75,7 +90,7 @@ class Sender:
         pieces = [memoryview(head), memoryview(data), *buffers]
         self.messages += 1
         if self._backlog:
-            self._backlog.extend(memoryview(bytes(p)) for p in pieces)
+            self._backlog.extend(pieces)
             self.flush()
             return
         writer = self._writer
@@ -84,12 +99,27 @@ class Sender:
             n = writer.write(piece, free)
             free -= n
             if n < len(piece):
-                self._backlog.append(memoryview(bytes(piece[n:])))
-                self._backlog.extend(memoryview(bytes(p)) for p in pieces[i + 1 :])
+                self._backlog.append(piece[n:])
+                self._backlog.extend(pieces[i + 1 :])
                 break
-        writer.publish()
+        self._published(writer.publish())
         if self._backlog:
             self.flush()
+
+    def _published(self, consumer_sleeps: bool) -> None:
+        if not consumer_sleeps:
+            return
+        self._owed += 1
+        if self._schedule is None or self._owed >= _RING_EVERY:
+            self.wake()
+        elif self._owed == 1:
+            self._schedule(self.wake)
+
+    def wake(self) -> None:
+        """Wake the consumer now if a published message may be unseen."""
+        if self._owed:
+            self._owed = 0
+            self._writer.wake()
 
     def flush(self) -> bool:
         """Write as much backlog as fits; True when the backlog is empty."""
@@ -108,9 +138,11 @@ class Sender:
                 else:
                     backlog[0] = piece[n:]
             if wrote:
-                writer.publish()
+                self._published(writer.publish())
             if not backlog:
                 break
+            # The consumer must run to free space: wake it before we wait.
+            self.wake()
             # Say we wait for space, then look once more (see _ring's handshake).
             writer.mark_sleeping(True)
             if writer.free() == 0:

@@ -26,6 +26,7 @@ class Transport(Protocol):
     calls_completed: int
 
     async def start(self) -> None: ...
+    async def drain(self) -> None: ...
     async def stop(self) -> None: ...
     def kill_now(self) -> None: ...
     def call(self, method: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> asyncio.Future[Any]: ...
@@ -115,6 +116,16 @@ class ActorHandle:
         self._check_method(method)
         self._raise_notify_errors()
         self._transport.notify(method, args, kwargs)
+
+    async def drain(self) -> None:
+        """Wait until every call made so far has been written to the actor.
+
+        ``notify`` never waits; a producer that notifies in a loop awaits
+        ``drain()`` for backpressure, like ``asyncio.StreamWriter.drain``.
+        """
+        if self._restarting is not None:
+            await asyncio.shield(self._restarting)
+        await self._transport.drain()
 
     async def _call_after_restart(self, method: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         assert self._restarting is not None

@@ -79,6 +79,9 @@ class LocalTransport:
 
         future.add_done_callback(keep_error)
 
+    async def drain(self) -> None:
+        """Nothing is ever buffered in-process."""
+
     async def stop(self) -> None:
         self._stopped = True
         for task in list(self._tasks):

@@ -74,6 +74,7 @@ class ProcessTransport:
         self._started: asyncio.Future[None] | None = None
         self._dead: BaseException | None = None
         self._stopping = False
+        self._drained: asyncio.Future[None] | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self.notify_errors: list[BaseException] = []
         self.calls_completed = 0
@@ -88,7 +89,7 @@ class ProcessTransport:
         own, actor_bell = Doorbell(), Doorbell()
         self._bells = [own, actor_bell]
         reader = RingReader(replies, actor_bell)
-        self._sender = Sender(RingWriter(requests, actor_bell))
+        self._sender = Sender(RingWriter(requests, actor_bell), loop.call_soon)
         self._endpoint = Endpoint(self._sender, Receiver(reader), reader, own)
         boot = Bootstrap(
             self.name,
@@ -200,6 +201,15 @@ class ProcessTransport:
         except Exception as exc:
             raise SerializationError(f"cannot pickle the arguments of {self.name}.{method}(): {exc}") from exc
 
+    async def drain(self) -> None:
+        """Wait until everything sent so far is in the ring (not in our backlog)."""
+        while self._sender is not None and self._sender.backlogged:
+            self._check_alive()
+            if self._drained is None or self._drained.done():
+                assert self._loop is not None
+                self._drained = self._loop.create_future()
+            await self._drained
+
     def _check_alive(self) -> None:
         if self._stopping:
             raise ClosedError(f"actor {self.name!r} was stopped")
@@ -226,6 +236,9 @@ class ProcessTransport:
                     self._resolve(tag, None, error)
             elif kind == Kind.READY:
                 self._on_ready(payload)
+        drained = self._drained
+        if drained is not None and not drained.done() and not (self._sender and self._sender.backlogged):
+            drained.set_result(None)
 
     def _resolve(self, tag: int, result: Any, error: BaseException | None) -> None:
         future = self._pending.pop(tag, None)
@@ -267,6 +280,9 @@ class ProcessTransport:
         self._on_exit_cb(self, died)
 
     def _fail_pending(self, error: BaseException) -> None:
+        if self._drained is not None and not self._drained.done():
+            self._drained.set_exception(error)
+            self._drained.exception()  # retrieved here; drain() re-raises via _check_alive
         pending, self._pending = self._pending, {}
         for future in pending.values():
             if not future.done():

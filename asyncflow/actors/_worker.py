@@ -88,7 +88,7 @@ def main(boot: Bootstrap) -> None:
     rings = [Ring(boot.request_ring), Ring(boot.reply_ring)]
     _start_watchdog(rings)
     try:
-        loop.run_until_complete(_Server(boot, rings).serve())
+        loop.run_until_complete(_Server(boot, rings, loop).serve())
     finally:
         for ring in rings:
             ring.close()
@@ -125,12 +125,12 @@ def _start_watchdog(rings: list[Ring]) -> None:
 
 
 class _Server:
-    def __init__(self, boot: Bootstrap, rings: list[Ring]) -> None:
+    def __init__(self, boot: Bootstrap, rings: list[Ring], loop: asyncio.AbstractEventLoop) -> None:
         requests, replies = rings
         own: Doorbell = boot.actor_bell
         peer: Doorbell = boot.driver_bell
         reader = RingReader(requests, peer)
-        self.sender = Sender(RingWriter(replies, peer))
+        self.sender = Sender(RingWriter(replies, peer), loop.call_soon)
         self.endpoint = Endpoint(self.sender, Receiver(reader), reader, own)
         self.boot = boot
         self.tasks: dict[int, asyncio.Task[Any]] = {}
@@ -183,6 +183,10 @@ class _Server:
             return
         method, args, kwargs = payload
         bound, is_async = self.methods[method]
+        if not is_async:
+            # A sync method may hold the loop for long: answers already written
+            # must not wait for it.
+            self.sender.wake()
         try:
             result = bound(*args, **kwargs)
             if is_async or inspect.isawaitable(result):
