@@ -32,9 +32,9 @@ from typing import Any
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _table import machine_line, print_table, ratio  # noqa: E402
+from _table import machine_line, print_table, ratio
 
-import asyncflow  # noqa: E402
+import asyncflow
 
 SIZES = [64, 4 << 10, 256 << 10, 4 << 20]
 

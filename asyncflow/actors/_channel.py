@@ -19,8 +19,8 @@ from __future__ import annotations
 
 import struct
 from collections import deque
-from dataclasses import dataclass
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
