@@ -1,0 +1,135 @@
+"""``Algorithm``: owns a runtime, the rollout workers and the learner, and
+runs an algorithm's execution plan.
+
+::
+
+    async with PPO(PPOConfig(env="CartPole-v1")) as algo:
+        async for result in algo.train():
+            ...
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import AsyncIterator
+from typing import Any, ClassVar
+
+from ..actors import Runtime, open_runtime
+from ..flow._context import FlowContext, _current
+from ..rl.env import probe_spaces
+from ..rl.policy import LossFn, TorchPolicy, check_spaces
+from ..rl.rollout_worker import PolicyConfig, RolloutWorker
+from ..rl.worker_set import WorkerSet
+from ._config import AlgorithmConfig
+
+__all__ = ["Algorithm"]
+
+
+class Algorithm:
+    """Base class; subclasses set ``config_class``, ``loss`` and ``execution_plan``."""
+
+    config_class: ClassVar[type[AlgorithmConfig]] = AlgorithmConfig
+    name: ClassVar[str] = "algorithm"
+    use_critic: ClassVar[bool] = True
+
+    @staticmethod
+    def loss(model: Any, batch: Any, config: Any) -> Any:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def __init__(self, config: AlgorithmConfig | None = None) -> None:
+        config = config if config is not None else self.config_class()
+        if not isinstance(config, self.config_class):
+            from ..errors import ConfigError
+
+            raise ConfigError(
+                f"{type(self).__name__} needs a {self.config_class.__name__}, not {type(config).__name__}"
+            )
+        self.config = config
+        # Checked here, in the driver, before any process starts.
+        self.observation_space, self.action_space = probe_spaces(config.env)
+        check_spaces(self.observation_space, self.action_space)
+        self.ctx = FlowContext()
+        self.runtime: Runtime | None = None
+        self.workers = WorkerSet([])
+        self.learner: TorchPolicy | None = None
+        self._stack = contextlib.AsyncExitStack()
+        self._plan: AsyncIterator[dict[str, Any]] | None = None
+
+    # -- lifecycle -------------------------------------------------------
+
+    async def __aenter__(self) -> Algorithm:
+        try:
+            await self._start()
+        except BaseException:
+            await self._stack.aclose()
+            raise
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        """Close the plan (cancelling anything in flight) and stop every worker."""
+        plan, self._plan = self._plan, None
+        if plan is not None:
+            await plan.aclose()  # type: ignore[attr-defined]
+        await self._stack.aclose()
+
+    def _policy_config(self) -> PolicyConfig:
+        c = self.config
+        return PolicyConfig(hidden=c.hidden, lr=c.lr, max_grad_norm=c.max_grad_norm)
+
+    async def _start(self) -> None:
+        c = self.config
+        backend = "process" if c.num_workers > 0 else "local"
+        self.runtime = await self._stack.enter_async_context(open_runtime(backend))
+        loss: LossFn = type(self).loss
+        spawns = [
+            self.runtime.spawn(
+                RolloutWorker,
+                c.env,
+                num_envs=c.num_envs_per_worker,
+                rollout_fragment_length=c.rollout_fragment_length,
+                gamma=c.gamma,
+                lam=c.lam,
+                seed=c.seed,
+                worker_index=i + 1,
+                policy_config=self._policy_config(),
+                loss=loss,
+                loss_config=c,
+                use_critic=self.use_critic,
+                name=f"{self.name}-worker-{i + 1}",
+                max_restarts=c.max_worker_restarts,
+            )
+            for i in range(max(c.num_workers, 1))
+        ]
+        self.workers = WorkerSet(await asyncio.gather(*spawns))
+        self.learner = TorchPolicy(
+            self.observation_space,
+            self.action_space,
+            hidden=c.hidden,
+            lr=c.lr,
+            max_grad_norm=c.max_grad_norm,
+            loss=loss,
+            loss_config=c,
+            seed=c.seed,
+        )
+        await self.workers.broadcast(self.learner.get_weights())  # one starting point everywhere
+        self.ctx = FlowContext(start_time=time.perf_counter())
+
+    # -- training --------------------------------------------------------
+
+    def execution_plan(self, workers: WorkerSet, learner: TorchPolicy, config: Any) -> AsyncIterator[dict[str, Any]]:
+        raise NotImplementedError  # pragma: no cover - every algorithm defines its plan
+
+    async def train(self) -> AsyncIterator[dict[str, Any]]:
+        """One result mapping per training iteration, for as long as you iterate."""
+        if self.learner is None:
+            raise RuntimeError(f"use 'async with {type(self).__name__}(config) as algo' before train()")
+        _current.set(self.ctx)  # the operators find their context here
+        if self._plan is None:
+            self._plan = self.execution_plan(self.workers, self.learner, self.config)
+        async for result in self._plan:
+            yield result

@@ -1,0 +1,134 @@
+"""Algorithm configs: frozen, keyword-only dataclasses checked at construction.
+
+``@algorithm_config`` turns an unknown field into a ``ConfigError`` that names
+it (with the closest known name), and ``AlgorithmConfig.__post_init__``
+checks every field's type and range, all before any process starts.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import types
+import typing
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from ..errors import ConfigError
+from ..rl.env import EnvSpec
+
+__all__ = ["AlgorithmConfig", "algorithm_config", "field"]
+
+C = TypeVar("C", bound=type)
+
+
+def field(default: Any, *, min: float | None = None, max: float | None = None, exclusive_min: bool = False) -> Any:
+    """A config field with an optional allowed range."""
+    return dataclasses.field(default=default, metadata={"min": min, "max": max, "exclusive_min": exclusive_min})
+
+
+def algorithm_config(cls: C) -> C:
+    """Make ``cls`` a frozen keyword-only dataclass whose bad input raises ConfigError."""
+    cls = dataclasses.dataclass(frozen=True, kw_only=True)(cls)  # type: ignore[assignment]
+    generated = cls.__init__
+
+    def __init__(self: Any, **kwargs: Any) -> None:
+        known = {f.name for f in dataclasses.fields(cls)}
+        for name in kwargs:
+            if name not in known:
+                close = difflib.get_close_matches(name, known, n=1)
+                hint = f"; did you mean {close[0]!r}?" if close else ""
+                raise ConfigError(f"{cls.__name__}: unknown field {name!r}{hint}")
+        generated(self, **kwargs)
+
+    cls.__init__ = __init__  # type: ignore[misc]
+    return cls
+
+
+def _check_type(name: str, value: Any, hint: Any) -> Any:
+    """Return ``value`` (ints become floats where a float is declared) or raise."""
+    origin = typing.get_origin(hint)
+    if hint is Any:
+        return value
+    if origin in (typing.Union, types.UnionType):
+        for option in typing.get_args(hint):
+            try:
+                return _check_type(name, value, option)
+            except ConfigError:
+                continue
+        raise ConfigError(f"{name}: expected {hint}, got {type(value).__name__} {value!r}")
+    if hint is type(None):
+        if value is None:
+            return value
+    elif hint is float:
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            return float(value)
+    elif hint is int:
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+    elif hint in (str, bool):
+        if isinstance(value, hint):
+            return value
+    elif origin is tuple:
+        if isinstance(value, tuple | list):
+            (inner, *_) = typing.get_args(hint)
+            return tuple(_check_type(name, v, inner) for v in value)
+    elif origin is Callable or hint is Callable:
+        if callable(value):
+            return value
+    else:
+        return value
+    raise ConfigError(f"{name}: expected {getattr(hint, '__name__', hint)}, got {type(value).__name__} {value!r}")
+
+
+@algorithm_config
+class AlgorithmConfig:
+    """Fields every algorithm shares."""
+
+    env: EnvSpec = "CartPole-v1"
+    """A gymnasium id, or a callable that returns a gymnasium.Env."""
+    num_workers: int = field(2, min=0)
+    """Rollout worker processes; 0 samples in the driver."""
+    num_envs_per_worker: int = field(8, min=1)
+    """Sub-environments stepped by each worker, with one batched forward pass."""
+    rollout_fragment_length: int = field(64, min=1)
+    """Steps per sub-environment in one ``sample()`` call."""
+    gamma: float = field(0.99, min=0, max=1)
+    """Discount factor."""
+    lam: float = field(0.95, min=0, max=1)
+    """GAE lambda."""
+    lr: float = field(3e-4, min=0, exclusive_min=True)
+    """Adam learning rate."""
+    hidden: tuple[int, ...] = (64, 64)
+    """Hidden layer sizes of the policy and value MLPs."""
+    max_grad_norm: float | None = 0.5
+    """Clip the global gradient norm to this (None: no clipping)."""
+    seed: int = field(0, min=0)
+    """Seeds environments, policies and minibatch shuffling."""
+    max_worker_restarts: int = field(2, min=0)
+    """How often each worker process may be replaced after it dies."""
+
+    def __post_init__(self) -> None:
+        hints = typing.get_type_hints(type(self))
+        for f in dataclasses.fields(self):
+            value = _check_type(f.name, getattr(self, f.name), hints[f.name])
+            object.__setattr__(self, f.name, value)
+            low, high = f.metadata.get("min"), f.metadata.get("max")
+            if isinstance(value, int | float) and not isinstance(value, bool):
+                if low is not None and (value < low or (f.metadata.get("exclusive_min") and value == low)):
+                    op = ">" if f.metadata.get("exclusive_min") else ">="
+                    raise ConfigError(f"{f.name}: must be {op} {low}, got {value}")
+                if high is not None and value > high:
+                    raise ConfigError(f"{f.name}: must be <= {high}, got {value}")
+        if any(h < 1 for h in self.hidden):
+            raise ConfigError(f"hidden: layer sizes must be >= 1, got {self.hidden}")
+
+    def replace(self, **changes: Any) -> Any:
+        """A copy with some fields changed (checked the same way)."""
+        return type(self)(**{**dataclasses.asdict(self), **changes})
+
+    def to_dict(self) -> dict[str, Any]:
+        out = dataclasses.asdict(self)
+        if not isinstance(out["env"], str):
+            out["env"] = getattr(out["env"], "__qualname__", repr(out["env"]))
+        return out

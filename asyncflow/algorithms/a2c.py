@@ -1,0 +1,86 @@
+"""A2C: synchronous advantage actor-critic, with an optional microbatch plan.
+
+Plan::
+
+    parallel_rollouts -> concat_batches -> train_one_step -> report_metrics
+
+With ``microbatch_size``, gradients are computed on microbatches and averaged
+before one update (RLlib's A2C microbatching)::
+
+    parallel_rollouts -> concat_batches(microbatch) -> compute_gradients
+        -> batch(n) -> average_gradients -> apply_gradients -> report_metrics
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Mapping
+from typing import Any
+
+import torch
+
+from ..errors import ConfigError
+from ..flow import (
+    apply_gradients,
+    average_gradients,
+    batch,
+    compute_gradients,
+    concat_batches,
+    parallel_rollouts,
+    report_metrics,
+    train_one_step,
+)
+from ..rl.policy import ActorCritic, TorchPolicy
+from ..rl.worker_set import WorkerSet
+from ._base import Algorithm
+from ._config import AlgorithmConfig, algorithm_config, field
+
+__all__ = ["A2C", "A2CConfig", "a2c_loss"]
+
+
+@algorithm_config
+class A2CConfig(AlgorithmConfig):
+    lr: float = field(2e-3, min=0, exclusive_min=True)
+    """Adam learning rate."""
+    lam: float = field(1.0, min=0, max=1)
+    """GAE lambda (1.0: n-step returns minus the value baseline)."""
+    train_batch_size: int = field(1024, min=1)
+    """Environment steps per update."""
+    microbatch_size: int | None = None
+    """If set, average the gradients of microbatches of this size into one update."""
+    vf_loss_coeff: float = field(0.5, min=0)
+    """Weight of the value loss."""
+    entropy_coeff: float = field(0.0, min=0)
+    """Weight of the entropy bonus."""
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.microbatch_size is not None and not 1 <= self.microbatch_size <= self.train_batch_size:
+            raise ConfigError(f"microbatch_size: must be in [1, train_batch_size], got {self.microbatch_size}")
+
+
+def a2c_loss(
+    model: ActorCritic, batch: Mapping[str, torch.Tensor], config: A2CConfig
+) -> tuple[torch.Tensor, dict[str, float]]:
+    dist = model.dist(batch["obs"])
+    adv = batch["advantages"]
+    adv = (adv - adv.mean()) / (adv.std() + 1e-8) if len(adv) > 1 else adv
+    policy_loss = -(dist.log_prob(batch["actions"]) * adv).mean()
+    vf_loss = ((model.value(batch["obs"]) - batch["value_targets"]) ** 2).mean()
+    entropy = dist.entropy().mean()
+    loss = policy_loss + config.vf_loss_coeff * vf_loss - config.entropy_coeff * entropy
+    return loss, {"policy_loss": float(policy_loss), "vf_loss": float(vf_loss), "entropy": float(entropy)}
+
+
+class A2C(Algorithm):
+    config_class = A2CConfig
+    name = "a2c"
+    loss = staticmethod(a2c_loss)
+
+    def execution_plan(self, workers: WorkerSet, learner: TorchPolicy, config: Any) -> AsyncIterator[dict[str, Any]]:
+        rollouts = parallel_rollouts(workers, mode="bulk_sync")
+        if config.microbatch_size is None:
+            batches = concat_batches(rollouts, min_batch_size=config.train_batch_size)
+            return report_metrics(train_one_step(batches, learner, workers))
+        micro = concat_batches(rollouts, min_batch_size=config.microbatch_size)
+        grads = batch(compute_gradients(micro, learner), config.train_batch_size // config.microbatch_size)
+        return report_metrics(apply_gradients(average_gradients(grads), learner, workers))

@@ -1,0 +1,41 @@
+"""A3C: workers compute gradients on their own samples, asynchronously.
+
+Plan (RLlib Flow's 4-line A3C)::
+
+    async_gradients -> apply_gradients(update_all=False) -> report_metrics
+
+Each worker's gradients are applied as they arrive, and the new weights go
+back to that worker only; the others keep sampling undisturbed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+from ..flow import apply_gradients, async_gradients, report_metrics
+from ..rl.policy import TorchPolicy
+from ..rl.worker_set import WorkerSet
+from ._base import Algorithm
+from ._config import algorithm_config, field
+from .a2c import A2CConfig, a2c_loss
+
+__all__ = ["A3C", "A3CConfig"]
+
+
+@algorithm_config
+class A3CConfig(A2CConfig):
+    lr: float = field(1e-3, min=0, exclusive_min=True)
+    """Adam learning rate (of the learner that applies the gradients)."""
+    rollout_fragment_length: int = field(32, min=1)
+    """Steps per sub-environment before a worker computes gradients."""
+
+
+class A3C(Algorithm):
+    config_class = A3CConfig
+    name = "a3c"
+    loss = staticmethod(a2c_loss)
+
+    def execution_plan(self, workers: WorkerSet, learner: TorchPolicy, config: Any) -> AsyncIterator[dict[str, Any]]:
+        grads = async_gradients(workers)
+        return report_metrics(apply_gradients(grads, learner, workers, update_all=False))

@@ -1,0 +1,52 @@
+"""Vanilla policy gradient (REINFORCE with discounted returns, no critic).
+
+Plan::
+
+    parallel_rollouts -> concat_batches -> standardize_fields -> train_one_step -> report_metrics
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Mapping
+from typing import Any
+
+import torch
+
+from ..flow import concat_batches, parallel_rollouts, report_metrics, standardize_fields, train_one_step
+from ..rl.policy import ActorCritic, TorchPolicy
+from ..rl.worker_set import WorkerSet
+from ._base import Algorithm
+from ._config import AlgorithmConfig, algorithm_config, field
+
+__all__ = ["PG", "PGConfig", "pg_loss"]
+
+
+@algorithm_config
+class PGConfig(AlgorithmConfig):
+    lr: float = field(4e-3, min=0, exclusive_min=True)
+    """Adam learning rate."""
+    lam: float = field(1.0, min=0, max=1)
+    """1.0: advantages are plain discounted returns (there is no critic)."""
+    train_batch_size: int = field(2048, min=1)
+    """Environment steps per gradient step."""
+
+
+def pg_loss(
+    model: ActorCritic, batch: Mapping[str, torch.Tensor], config: PGConfig
+) -> tuple[torch.Tensor, dict[str, float]]:
+    dist = model.dist(batch["obs"])
+    loss = -(dist.log_prob(batch["actions"]) * batch["advantages"]).mean()
+    return loss, {"policy_loss": float(loss), "entropy": float(dist.entropy().mean())}
+
+
+class PG(Algorithm):
+    config_class = PGConfig
+    name = "pg"
+    use_critic = False
+    loss = staticmethod(pg_loss)
+
+    def execution_plan(self, workers: WorkerSet, learner: TorchPolicy, config: Any) -> AsyncIterator[dict[str, Any]]:
+        rollouts = parallel_rollouts(workers, mode="bulk_sync")
+        batches = concat_batches(rollouts, min_batch_size=config.train_batch_size)
+        batches = standardize_fields(batches, ["advantages"])
+        return report_metrics(train_one_step(batches, learner, workers))

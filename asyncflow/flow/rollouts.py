@@ -1,0 +1,102 @@
+"""Creation operators: ``parallel_rollouts`` and ``async_gradients``."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Awaitable
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import numpy as np
+
+from ..actors import ActorHandle
+from ..rl.sample_batch import SampleBatch, concat_samples
+from ..rl.worker_set import WorkerSet
+from ._context import NUM_ENV_STEPS_SAMPLED, FlowContext, current_context
+from ._util import named
+
+__all__ = ["GradientsItem", "async_gradients", "parallel_rollouts"]
+
+
+def _record(ctx: FlowContext, batch: SampleBatch, workers: WorkerSet) -> None:
+    ctx.add(NUM_ENV_STEPS_SAMPLED, len(batch))
+    ctx.record_episodes(batch.episode_returns, batch.episode_lengths)
+    ctx.workers_restarted = workers.restarted
+
+
+async def parallel_rollouts(
+    workers: WorkerSet,
+    mode: Literal["bulk_sync", "async"] = "bulk_sync",
+    num_async: int = 1,
+    ctx: FlowContext | None = None,
+) -> AsyncIterator[SampleBatch]:
+    """Sample from every worker.
+
+    ``bulk_sync``: one round asks each worker for a batch and yields their
+    concatenation, in worker order (deterministic). ``async``: keeps
+    ``num_async`` requests in flight per worker and yields each batch as it
+    arrives, with ``batch.source`` set to the worker it came from.
+    """
+    ctx = ctx or current_context()
+    if mode not in ("bulk_sync", "async"):
+        raise ValueError(f"parallel_rollouts(): mode must be 'bulk_sync' or 'async', not {mode!r}")
+    with named("parallel_rollouts"):
+        if mode == "bulk_sync":
+            while True:
+                with ctx.timer("sample"):
+                    parts = await asyncio.gather(*(workers.call(w, "sample") for w in workers.workers))
+                batch = concat_samples(parts)
+                _record(ctx, batch, workers)
+                yield batch
+        else:
+            async for worker, batch in _as_completed(workers, "sample", num_async):
+                batch.source = worker
+                _record(ctx, batch, workers)
+                yield batch
+
+
+async def _as_completed(workers: WorkerSet, method: str, num_async: int) -> AsyncIterator[tuple[ActorHandle, Any]]:
+    """Keep ``num_async`` calls of ``method`` in flight per worker; yield results as they land."""
+    pending: dict[asyncio.Future[Any], ActorHandle] = {}
+
+    def submit(worker: ActorHandle) -> None:
+        call: Awaitable[Any] = workers.call(worker, method)
+        pending[asyncio.ensure_future(call)] = worker
+
+    try:
+        for worker in workers.workers:
+            for _ in range(num_async):
+                submit(worker)
+        while pending:
+            done, _ = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
+            # Ordered by worker, so that simultaneous arrivals come out the same way each run.
+            for future in sorted(done, key=lambda f: workers.workers.index(pending[f])):
+                worker = pending.pop(future)
+                result = future.result()
+                submit(worker)
+                yield worker, result
+    finally:
+        # Closing the generator (or an error) cancels every call still in flight.
+        for future in pending:
+            future.cancel()
+        if pending:
+            await asyncio.wait(pending)
+
+
+@dataclass
+class GradientsItem:
+    """Gradients computed by one worker on its own sample (A3C)."""
+
+    grads: list[np.ndarray]
+    info: dict[str, float]
+    count: int
+    source: ActorHandle | None
+
+
+async def async_gradients(workers: WorkerSet, ctx: FlowContext | None = None) -> AsyncIterator[GradientsItem]:
+    """Each worker samples and computes gradients locally; yield them as they arrive."""
+    ctx = ctx or current_context()
+    with named("async_gradients"):
+        async for worker, (grads, info, summary) in _as_completed(workers, "sample_with_gradients", 1):
+            _record(ctx, summary, workers)
+            yield GradientsItem(grads, info, len(summary), worker)

@@ -1,0 +1,202 @@
+"""Torch policies: an MLP actor-critic with categorical or diagonal-Gaussian actions.
+
+``TorchPolicy`` is what both a rollout worker (inference, A3C gradients) and
+a learner (training) hold. Losses are plain functions supplied by each
+algorithm module, so this file knows no algorithm.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import torch
+from torch import nn
+
+from ..errors import ConfigError
+from .sample_batch import SampleBatch
+
+__all__ = ["ActorCritic", "FlatWeights", "LossFn", "TorchPolicy", "check_spaces"]
+
+LossFn = Callable[["ActorCritic", Mapping[str, torch.Tensor], Any], tuple[torch.Tensor, dict[str, float]]]
+
+
+@dataclass(frozen=True)
+class FlatWeights:
+    """All parameters in one float32 vector: serialized once per broadcast,
+    travelling out of band as a single buffer."""
+
+    vector: np.ndarray
+    version: int
+
+
+def check_spaces(observation_space: gym.Space[Any], action_space: gym.Space[Any], field: str = "env") -> None:
+    """Raise ConfigError for spaces the MLP policies cannot handle."""
+    if not isinstance(observation_space, gym.spaces.Box) or len(observation_space.shape) != 1:
+        raise ConfigError(f"{field}: observations must be a 1-D Box, not {observation_space}")
+    if isinstance(action_space, gym.spaces.Discrete):
+        return
+    if isinstance(action_space, gym.spaces.Box) and len(action_space.shape) == 1:
+        return
+    raise ConfigError(f"{field}: actions must be Discrete or a 1-D Box, not {action_space}")
+
+
+def _mlp(sizes: Sequence[int], activation: type[nn.Module], out_gain: float) -> nn.Sequential:
+    layers: list[nn.Module] = []
+    for i, (a, b) in enumerate(zip(sizes[:-1], sizes[1:], strict=True)):
+        linear = nn.Linear(a, b)
+        last = i == len(sizes) - 2
+        nn.init.orthogonal_(linear.weight, out_gain if last else float(np.sqrt(2)))
+        nn.init.zeros_(linear.bias)
+        layers.append(linear)
+        if not last:
+            layers.append(activation())
+    return nn.Sequential(*layers)
+
+
+class ActorCritic(nn.Module):
+    """Separate policy and value MLPs (the usual choice for small control tasks)."""
+
+    def __init__(self, obs_dim: int, action_space: gym.Space[Any], hidden: Sequence[int]) -> None:
+        super().__init__()
+        self.discrete = isinstance(action_space, gym.spaces.Discrete)
+        if self.discrete:
+            out = int(action_space.n)  # type: ignore[attr-defined]
+        else:
+            out = int(action_space.shape[0])  # type: ignore[index]
+            self.log_std = nn.Parameter(torch.zeros(out))
+        self.pi = _mlp([obs_dim, *hidden, out], nn.Tanh, 0.01)
+        self.vf = _mlp([obs_dim, *hidden, 1], nn.Tanh, 1.0)
+
+    def dist(self, obs: torch.Tensor) -> torch.distributions.Distribution:
+        out = self.pi(obs)
+        if self.discrete:
+            return torch.distributions.Categorical(logits=out)
+        return torch.distributions.Independent(torch.distributions.Normal(out, self.log_std.exp()), 1)
+
+    def value(self, obs: torch.Tensor) -> torch.Tensor:
+        return self.vf(obs).squeeze(-1)
+
+
+class TorchPolicy:
+    def __init__(
+        self,
+        observation_space: gym.Space[Any],
+        action_space: gym.Space[Any],
+        *,
+        hidden: Sequence[int] = (64, 64),
+        lr: float = 3e-4,
+        max_grad_norm: float | None = 0.5,
+        loss: LossFn | None = None,
+        loss_config: Any = None,
+        seed: int = 0,
+    ) -> None:
+        check_spaces(observation_space, action_space)
+        torch.manual_seed(seed)
+        self.action_space = action_space
+        self.model = ActorCritic(int(observation_space.shape[0]), action_space, hidden)  # type: ignore[index]
+        self.optimizer = torch.optim.Adam(self.model.parameters(), lr=lr, eps=1e-5)
+        self.max_grad_norm = max_grad_norm
+        self.loss = loss
+        self.loss_config = loss_config
+        self.version = 0
+        self._generator = torch.Generator().manual_seed(seed)
+        if isinstance(action_space, gym.spaces.Box):
+            self._low, self._high = action_space.low, action_space.high
+
+    # -- inference -------------------------------------------------------
+
+    @torch.no_grad()
+    def compute_actions(self, obs: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Sample actions for a batch of observations: (actions, log-probs, values)."""
+        x = torch.as_tensor(obs, dtype=torch.float32)
+        dist = self.model.dist(x)
+        if self.model.discrete:
+            probs = dist.probs  # type: ignore[attr-defined]
+            actions = torch.multinomial(probs, 1, generator=self._generator).squeeze(-1)
+        else:
+            base = dist.base_dist  # type: ignore[attr-defined]
+            noise = torch.randn(base.loc.shape, generator=self._generator)
+            actions = base.loc + base.scale * noise
+        return actions.numpy(), dist.log_prob(actions).numpy(), self.model.value(x).numpy()
+
+    @torch.no_grad()
+    def greedy_actions(self, obs: np.ndarray) -> np.ndarray:
+        dist = self.model.dist(torch.as_tensor(obs, dtype=torch.float32))
+        if self.model.discrete:
+            return dist.probs.argmax(-1).numpy()  # type: ignore[attr-defined,no-any-return]
+        return dist.base_dist.loc.numpy()  # type: ignore[attr-defined,no-any-return]
+
+    @torch.no_grad()
+    def values(self, obs: np.ndarray) -> np.ndarray:
+        return self.model.value(torch.as_tensor(obs, dtype=torch.float32)).numpy()  # type: ignore[no-any-return]
+
+    def env_actions(self, actions: np.ndarray) -> np.ndarray:
+        """Actions as the environment takes them (Gaussian samples clipped to bounds)."""
+        if self.model.discrete:
+            return actions
+        return np.clip(actions, self._low, self._high)
+
+    # -- learning --------------------------------------------------------
+
+    def _loss(self, batch: SampleBatch) -> tuple[torch.Tensor, dict[str, float]]:
+        if self.loss is None:
+            raise RuntimeError("this policy was built without a loss function")
+        tensors = {k: torch.as_tensor(v) for k, v in batch.items()}
+        return self.loss(self.model, tensors, self.loss_config)
+
+    def _step(self) -> float:
+        norm = 0.0
+        if self.max_grad_norm is not None:
+            norm = float(nn.utils.clip_grad_norm_(self.model.parameters(), self.max_grad_norm))
+        self.optimizer.step()
+        self.version += 1
+        return norm
+
+    def learn_on_batch(
+        self, batch: SampleBatch, num_epochs: int = 1, minibatch_size: int | None = None, seed: int = 0
+    ) -> dict[str, float]:
+        """Epochs of shuffled minibatch SGD; returns the mean of the loss stats."""
+        rng = np.random.default_rng(seed)
+        totals: dict[str, float] = {}
+        steps = 0
+        for _ in range(num_epochs):
+            for minibatch in batch.minibatches(minibatch_size or len(batch), rng):
+                loss, stats = self._loss(minibatch)
+                self.optimizer.zero_grad()
+                loss.backward()
+                stats["grad_norm"] = self._step()
+                for k, v in stats.items():
+                    totals[k] = totals.get(k, 0.0) + v
+                steps += 1
+        return {k: v / max(steps, 1) for k, v in totals.items()}
+
+    def compute_gradients(self, batch: SampleBatch) -> tuple[list[np.ndarray], dict[str, float]]:
+        loss, stats = self._loss(batch)
+        self.optimizer.zero_grad()
+        loss.backward()
+        if self.max_grad_norm is not None:
+            stats["grad_norm"] = float(nn.utils.clip_grad_norm_(self.model.parameters(), self.max_grad_norm))
+        grads = [
+            (p.grad if p.grad is not None else torch.zeros_like(p)).numpy().copy() for p in self.model.parameters()
+        ]
+        return grads, stats
+
+    def apply_gradients(self, grads: Sequence[np.ndarray]) -> None:
+        for p, g in zip(self.model.parameters(), grads, strict=True):
+            p.grad = torch.as_tensor(g)
+        self.optimizer.step()
+        self.version += 1
+
+    # -- weights ---------------------------------------------------------
+
+    def get_weights(self) -> FlatWeights:
+        vector = nn.utils.parameters_to_vector(self.model.parameters()).detach().numpy().copy()
+        return FlatWeights(vector, self.version)
+
+    def set_weights(self, weights: FlatWeights) -> None:
+        nn.utils.vector_to_parameters(torch.as_tensor(weights.vector), self.model.parameters())
+        self.version = weights.version

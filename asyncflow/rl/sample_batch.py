@@ -1,0 +1,125 @@
+"""``SampleBatch``: a dict of equal-length numpy columns, and ``MultiAgentBatch``.
+
+A batch also carries the episodes that *completed* while it was sampled
+(``episode_returns``, ``episode_lengths``), so metrics travel with the data
+instead of living in a global.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+__all__ = ["MultiAgentBatch", "SampleBatch", "concat_samples"]
+
+OBS = "obs"
+ACTIONS = "actions"
+REWARDS = "rewards"
+DONES = "dones"
+LOGP = "action_logp"
+VF_PREDS = "vf_preds"
+ADVANTAGES = "advantages"
+VALUE_TARGETS = "value_targets"
+EPS_ID = "eps_id"
+
+
+class SampleBatch(dict[str, np.ndarray]):
+    """Columns of equal length; ``len(batch)`` is the number of rows."""
+
+    def __init__(
+        self,
+        columns: Mapping[str, np.ndarray] | None = None,
+        *,
+        episode_returns: Sequence[float] = (),
+        episode_lengths: Sequence[int] = (),
+    ) -> None:
+        super().__init__({k: np.asarray(v) for k, v in (columns or {}).items()})
+        lengths = {len(v) for v in self.values()}
+        if len(lengths) > 1:
+            raise ValueError(f"columns have different lengths: { {k: len(v) for k, v in self.items()} }")
+        self.episode_returns = list(episode_returns)
+        self.episode_lengths = list(episode_lengths)
+        # The worker a batch came from, set by async operators (never pickled).
+        self.source: Any = None
+
+    def __len__(self) -> int:  # type: ignore[override]
+        for column in self.values():
+            return len(column)
+        return 0
+
+    @property
+    def count(self) -> int:
+        return len(self)
+
+    def __reduce__(self) -> Any:
+        return _rebuild, (dict(self), self.episode_returns, self.episode_lengths)
+
+    def slice(self, start: int, stop: int) -> SampleBatch:
+        return SampleBatch({k: v[start:stop] for k, v in self.items()})
+
+    def take(self, index: np.ndarray) -> SampleBatch:
+        return SampleBatch({k: v[index] for k, v in self.items()})
+
+    def shuffle(self, rng: np.random.Generator) -> SampleBatch:
+        return self.take(rng.permutation(len(self)))
+
+    def minibatches(self, size: int, rng: np.random.Generator | None = None) -> Iterator[SampleBatch]:
+        """Shuffled (when ``rng`` is given) minibatches; the last may be smaller."""
+        order = rng.permutation(len(self)) if rng is not None else np.arange(len(self))
+        for start in range(0, len(self), size):
+            yield self.take(order[start : start + size])
+
+    def split_by_episode(self) -> list[SampleBatch]:
+        """Pieces that each hold one episode (needs ``eps_id``)."""
+        ids = self[EPS_ID]
+        cuts = np.flatnonzero(ids[1:] != ids[:-1]) + 1
+        bounds = [0, *cuts.tolist(), len(self)]
+        return [self.slice(a, b) for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
+
+
+def _rebuild(columns: dict[str, np.ndarray], returns: list[float], lengths: list[int]) -> SampleBatch:
+    return SampleBatch(columns, episode_returns=returns, episode_lengths=lengths)
+
+
+def concat_samples(batches: Sequence[SampleBatch]) -> SampleBatch:
+    """Concatenate rows (and the completed-episode records) of several batches."""
+    batches = [b for b in batches if len(b) or b.episode_returns]
+    if not batches:
+        return SampleBatch()
+    keys = batches[0].keys()
+    for b in batches[1:]:
+        if b.keys() != keys:
+            raise ValueError(f"cannot concat batches with columns {sorted(keys)} and {sorted(b.keys())}")
+    return SampleBatch(
+        {k: np.concatenate([b[k] for b in batches]) for k in keys},
+        episode_returns=[r for b in batches for r in b.episode_returns],
+        episode_lengths=[n for b in batches for n in b.episode_lengths],
+    )
+
+
+class MultiAgentBatch:
+    """One ``SampleBatch`` per policy id, plus the env steps they came from."""
+
+    def __init__(self, policy_batches: Mapping[str, SampleBatch], env_steps: int) -> None:
+        self.policy_batches = dict(policy_batches)
+        self.env_steps = env_steps
+
+    def __len__(self) -> int:
+        return self.env_steps
+
+    @property
+    def agent_steps(self) -> int:
+        return sum(len(b) for b in self.policy_batches.values())
+
+    def select(self, policy_ids: Sequence[str]) -> MultiAgentBatch:
+        return MultiAgentBatch({p: b for p, b in self.policy_batches.items() if p in policy_ids}, self.env_steps)
+
+    @staticmethod
+    def concat(batches: Sequence[MultiAgentBatch]) -> MultiAgentBatch:
+        ids = sorted({p for b in batches for p in b.policy_batches})
+        return MultiAgentBatch(
+            {p: concat_samples([b.policy_batches[p] for b in batches if p in b.policy_batches]) for p in ids},
+            sum(b.env_steps for b in batches),
+        )

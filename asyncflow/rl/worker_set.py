@@ -1,0 +1,53 @@
+"""``WorkerSet``: the rollout-worker actors of one algorithm, and their weights.
+
+It knows the latest weights, so a worker that died and was restarted by its
+restart policy gets them back before it samples again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from typing import Any
+
+from ..actors import ActorHandle
+from ..errors import ActorDiedError
+from .policy import FlatWeights
+
+__all__ = ["WorkerSet"]
+
+
+class WorkerSet:
+    def __init__(self, workers: Sequence[ActorHandle]) -> None:
+        self.workers = list(workers)
+        self.latest_weights: FlatWeights | None = None
+        self.restarted = 0
+
+    def __len__(self) -> int:
+        return len(self.workers)
+
+    async def call(self, worker: ActorHandle, method: str, *args: Any) -> Any:
+        """Call ``method``; if the worker dies and restarts, resync it and retry once per restart."""
+        while True:
+            restarts = worker.restarts
+            try:
+                return await worker.call(method, *args)
+            except ActorDiedError:
+                if not worker.alive:
+                    raise
+                await worker.drain()  # waits for the new process
+                if worker.restarts == restarts:
+                    raise
+                self.restarted += 1
+                if self.latest_weights is not None:
+                    await worker.call("set_weights", self.latest_weights)
+
+    async def broadcast(self, weights: FlatWeights, to: Sequence[ActorHandle] | None = None) -> None:
+        """Send ``weights`` to every worker (or to ``to``).
+
+        The weights are one flat array: pickling it is trivial and its bytes
+        travel out of band, copied once into each worker's ring.
+        """
+        self.latest_weights = weights
+        targets = self.workers if to is None else to
+        await asyncio.gather(*(self.call(w, "set_weights", weights) for w in targets))
