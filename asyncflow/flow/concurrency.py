@@ -63,9 +63,10 @@ async def concurrently(
                     async with closing(it):
                         pass
         elif mode == "async":
-            async for index, item in _fan_in(ops):
-                if index in outputs:
-                    yield item
+            async with closing(_fan_in(ops)) as items:
+                async for index, item in items:
+                    if index in outputs:
+                        yield item
         else:
             raise ValueError(f"concurrently(): mode must be 'round_robin' or 'async', not {mode!r}")
 
@@ -73,8 +74,9 @@ async def concurrently(
 async def union(*ops: AsyncIterable[T]) -> AsyncIterator[T]:
     """Items of all ops, as they arrive."""
     with named("union"):
-        async for _, item in _fan_in(ops):
-            yield item
+        async with closing(_fan_in(ops)) as items:
+            async for _, item in items:
+                yield item
 
 
 async def _fan_in(ops: Sequence[AsyncIterable[Any]], maxsize: int = 1) -> AsyncIterator[tuple[int, Any]]:
@@ -125,31 +127,34 @@ def duplicate(source: AsyncIterable[T], n: int, maxsize: int = 4) -> list[AsyncI
     async def branch(i: int) -> AsyncIterator[T]:
         try:
             while True:
-                while not buffers[i]:
-                    if finished:
-                        if finished[0] is not None:
-                            raise finished[0]
-                        return
-                    # Wait while some open branch is full: it must catch up first.
-                    while any(len(buffers[j]) >= maxsize for j in open_branches):
-                        changed.clear()
-                        await changed.wait()
-                    async with lock:
-                        if buffers[i] or finished:
-                            continue
-                        try:
-                            item = await anext(iterator)
-                        except StopAsyncIteration:
-                            finished.append(None)
-                            continue
-                        except Exception as exc:
-                            finished.append(exc)
-                            raise
-                        for j in open_branches:
-                            buffers[j].append(item)
-                        changed.set()
-                yield buffers[i].popleft()
-                changed.set()
+                if buffers[i]:
+                    item = buffers[i].popleft()
+                    changed.set()  # before the yield: a waiting branch may go on now
+                    yield item
+                    continue
+                if finished:
+                    if finished[0] is not None:
+                        raise finished[0]
+                    return
+                if any(len(buffers[j]) >= maxsize for j in open_branches):
+                    # Some branch is maxsize items behind: wait for it to catch up.
+                    changed.clear()
+                    await changed.wait()
+                    continue
+                async with lock:
+                    if buffers[i] or finished:
+                        continue
+                    try:
+                        item = await anext(iterator)
+                    except StopAsyncIteration:
+                        finished.append(None)
+                        continue
+                    except Exception as exc:
+                        finished.append(exc)
+                        raise
+                    for j in open_branches:
+                        buffers[j].append(item)
+                    changed.set()
         finally:
             open_branches.discard(i)
             buffers[i].clear()

@@ -13,7 +13,7 @@ from ..actors import ActorHandle
 from ..rl.sample_batch import SampleBatch, concat_samples
 from ..rl.worker_set import WorkerSet
 from ._context import NUM_ENV_STEPS_SAMPLED, FlowContext, current_context
-from ._util import named
+from ._util import closing, named
 
 __all__ = ["GradientsItem", "async_gradients", "parallel_rollouts"]
 
@@ -49,10 +49,11 @@ async def parallel_rollouts(
                 _record(ctx, batch, workers)
                 yield batch
         else:
-            async for worker, batch in _as_completed(workers, "sample", num_async):
-                batch.source = worker
-                _record(ctx, batch, workers)
-                yield batch
+            async with closing(_as_completed(workers, "sample", num_async)) as results:
+                async for worker, batch in results:
+                    batch.source = worker
+                    _record(ctx, batch, workers)
+                    yield batch
 
 
 async def _as_completed(workers: WorkerSet, method: str, num_async: int) -> AsyncIterator[tuple[ActorHandle, Any]]:
@@ -97,6 +98,7 @@ async def async_gradients(workers: WorkerSet, ctx: FlowContext | None = None) ->
     """Each worker samples and computes gradients locally; yield them as they arrive."""
     ctx = ctx or current_context()
     with named("async_gradients"):
-        async for worker, (grads, info, summary) in _as_completed(workers, "sample_with_gradients", 1):
-            _record(ctx, summary, workers)
-            yield GradientsItem(grads, info, len(summary), worker)
+        async with closing(_as_completed(workers, "sample_with_gradients", 1)) as results:
+            async for worker, (grads, info, summary) in results:
+                _record(ctx, summary, workers)
+                yield GradientsItem(grads, info, len(summary), worker)

@@ -1,0 +1,112 @@
+"""The ``asyncflow`` command line.
+
+    asyncflow train ppo --env CartPole-v1 --stop-reward 475
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import asyncio
+import math
+import sys
+from pathlib import Path
+from typing import Any
+
+from .errors import AsyncflowError, ConfigError
+
+__all__ = ["main"]
+
+
+def _parse_sets(pairs: list[str]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for pair in pairs:
+        if "=" not in pair:
+            raise ConfigError(f"--set expects field=value, got {pair!r}")
+        key, raw = pair.split("=", 1)
+        try:
+            value: Any = ast.literal_eval(raw)
+        except (ValueError, SyntaxError):
+            value = raw
+        out[key.strip().replace("-", "_")] = value
+    return out
+
+
+def _build_parser() -> argparse.ArgumentParser:
+    from .algorithms import ALGORITHMS
+
+    parser = argparse.ArgumentParser(prog="asyncflow", description="Distributed RL as asyncio dataflow.")
+    sub = parser.add_subparsers(dest="command", required=True)
+    train = sub.add_parser("train", help="train an algorithm on an environment")
+    train.add_argument("algo", choices=sorted(ALGORITHMS), help="algorithm")
+    train.add_argument("--env", required=True, help="gymnasium environment id, e.g. CartPole-v1")
+    train.add_argument("--num-workers", type=int, help="rollout worker processes (0: sample in this process)")
+    train.add_argument("--seed", type=int, help="random seed")
+    train.add_argument("--stop-reward", type=float, help="stop at this mean episode return")
+    train.add_argument("--stop-timesteps", type=int, help="stop after this many env steps")
+    train.add_argument("--stop-time", type=float, help="stop after this many seconds")
+    train.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE", help="any config field")
+    train.add_argument("--logdir", type=Path, default=Path("runs"), help="where run folders go (default: runs)")
+    train.add_argument("--debug", action="store_true", help="show full tracebacks")
+    return parser
+
+
+def _fmt(x: float) -> str:
+    return "nan" if math.isnan(x) else f"{x:.1f}"
+
+
+def _train(args: argparse.Namespace) -> int:
+    from .algorithms import ALGORITHMS
+    from .experiment import Stop, make_run_dir, run_experiment
+
+    cls = ALGORITHMS[args.algo]
+    fields = _parse_sets(args.set)
+    fields["env"] = args.env
+    if args.num_workers is not None:
+        fields["num_workers"] = args.num_workers
+    if args.seed is not None:
+        fields["seed"] = args.seed
+    config = cls.config_class(**fields)  # ConfigError before anything starts
+    algo = cls(config)
+    stop = Stop(args.stop_reward, args.stop_timesteps, args.stop_time)
+    run_dir = make_run_dir(args.logdir, args.algo, args.env)
+    print(f"asyncflow: training {args.algo} on {args.env} with {config.num_workers} workers; logs in {run_dir}")
+
+    def show(r: dict[str, Any]) -> None:
+        print(
+            f"iter {r['training_iteration']:4d}  steps {r['num_env_steps_sampled']:8d}  "
+            f"{r['num_env_steps_sampled_throughput_per_sec']:8.0f} steps/s  "
+            f"return {_fmt(r['episode_return_mean'])}  ({r['time_total_s']:.1f}s)",
+            flush=True,
+        )
+
+    try:
+        last, reason = asyncio.run(run_experiment(algo, stop, run_dir, show))
+    except KeyboardInterrupt:
+        print(f"\nasyncflow: interrupted; workers stopped. Results so far are in {run_dir}", file=sys.stderr)
+        return 130
+    if last is not None:
+        print(
+            f"done: {reason} after {last['training_iteration']} iterations, "
+            f"{last['num_env_steps_sampled']} env steps, {last['time_total_s']:.1f}s; "
+            f"return mean {_fmt(last['episode_return_mean'])}. Results: {run_dir}"
+        )
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = _build_parser()
+    args = parser.parse_args(argv)
+    try:
+        if args.command == "train":
+            return _train(args)
+    except AsyncflowError as exc:
+        if args.debug:
+            raise
+        print(f"asyncflow: error: {exc}", file=sys.stderr)
+        return 2
+    return 1  # pragma: no cover - argparse requires a command
+
+
+if __name__ == "__main__":
+    sys.exit(main())
