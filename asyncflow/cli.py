@@ -1,6 +1,6 @@
 """The ``asyncflow`` command line.
 
-    asyncflow train ppo --env CartPole-v1 --stop-reward 475
+asyncflow train ppo --env CartPole-v1 --stop-reward 475
 """
 
 from __future__ import annotations

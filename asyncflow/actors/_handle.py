@@ -74,6 +74,7 @@ class ActorHandle:
         self._restarting: asyncio.Task[None] | None = None
         self._closed = False
         self._moved_before = 0
+        self._methods: dict[str, bool] = {}  # kept across restarts
 
     def __repr__(self) -> str:
         return f"<ActorHandle {self.name!r} ({self.type_name}) pid={self.pid}>"
@@ -84,7 +85,7 @@ class ActorHandle:
 
     @property
     def methods(self) -> frozenset[str]:
-        return frozenset(self._transport.methods)
+        return frozenset(self._methods)
 
     @property
     def alive(self) -> bool:
@@ -97,8 +98,8 @@ class ActorHandle:
         return _Method(self, name)
 
     def _check_method(self, name: str) -> None:
-        if name not in self._transport.methods:
-            known = ", ".join(sorted(self._transport.methods)) or "none"
+        if name not in self._methods:
+            known = ", ".join(sorted(self._methods)) or "none"
             raise AttributeError(f"actor {self.name!r} ({self.type_name}) has no method {name!r}; its methods: {known}")
 
     def call(self, method: str, /, *args: Any, **kwargs: Any) -> Awaitable[Any]:
@@ -146,6 +147,7 @@ class ActorHandle:
 
     async def _start(self) -> None:
         await self._transport.start()
+        self._methods = dict(self._transport.methods)
 
     def _on_exit(self, transport: Transport, died: ActorDiedError) -> None:
         """The process died; restart it if the policy allows."""

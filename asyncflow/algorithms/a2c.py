@@ -68,7 +68,11 @@ def a2c_loss(
     vf_loss = ((model.value(batch["obs"]) - batch["value_targets"]) ** 2).mean()
     entropy = dist.entropy().mean()
     loss = policy_loss + config.vf_loss_coeff * vf_loss - config.entropy_coeff * entropy
-    return loss, {"policy_loss": float(policy_loss), "vf_loss": float(vf_loss), "entropy": float(entropy)}
+    return loss, {
+        "policy_loss": float(policy_loss.detach()),
+        "vf_loss": float(vf_loss.detach()),
+        "entropy": float(entropy.detach()),
+    }
 
 
 class A2C(Algorithm):

@@ -36,7 +36,7 @@ def pg_loss(
 ) -> tuple[torch.Tensor, dict[str, float]]:
     dist = model.dist(batch["obs"])
     loss = -(dist.log_prob(batch["actions"]) * batch["advantages"]).mean()
-    return loss, {"policy_loss": float(loss), "entropy": float(dist.entropy().mean())}
+    return loss, {"policy_loss": float(loss.detach()), "entropy": float(dist.entropy().mean().detach())}
 
 
 class PG(Algorithm):

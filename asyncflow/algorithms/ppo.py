@@ -69,12 +69,12 @@ def ppo_loss(
         kl = ((ratio - 1) - log_ratio).mean()  # the low-variance k3 estimator
         clip_frac = ((ratio - 1).abs() > config.clip_param).float().mean()
     return loss, {
-        "total_loss": float(loss),
-        "policy_loss": float(-surrogate.mean()),
-        "vf_loss": float(vf_loss.mean()),
-        "entropy": float(entropy),
-        "kl": float(kl),
-        "clip_fraction": float(clip_frac),
+        "total_loss": float(loss.detach()),
+        "policy_loss": float(-surrogate.mean().detach()),
+        "vf_loss": float(vf_loss.mean().detach()),
+        "entropy": float(entropy.detach()),
+        "kl": float(kl.detach()),
+        "clip_fraction": float(clip_frac.detach()),
     }
 
 

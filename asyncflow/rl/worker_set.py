@@ -22,25 +22,30 @@ class WorkerSet:
         self.workers = list(workers)
         self.latest_weights: FlatWeights | None = None
         self.restarted = 0
+        self._restarts_seen: dict[str, int] = {}
 
     def __len__(self) -> int:
         return len(self.workers)
 
     async def call(self, worker: ActorHandle, method: str, *args: Any) -> Any:
-        """Call ``method``; if the worker dies and restarts, resync it and retry once per restart."""
+        """Call ``method``; a worker that was restarted first gets the latest weights."""
         while True:
-            restarts = worker.restarts
+            await self._resync(worker)
             try:
                 return await worker.call(method, *args)
             except ActorDiedError:
                 if not worker.alive:
-                    raise
-                await worker.drain()  # waits for the new process
-                if worker.restarts == restarts:
-                    raise
-                self.restarted += 1
-                if self.latest_weights is not None:
-                    await worker.call("set_weights", self.latest_weights)
+                    raise  # no restart left: the plan fails loudly
+                await worker.drain()  # wait for the new process, then resync and retry
+
+    async def _resync(self, worker: ActorHandle) -> None:
+        if worker.restarts == self._restarts_seen.get(worker.name, 0):
+            return
+        await worker.drain()
+        self.restarted += worker.restarts - self._restarts_seen.get(worker.name, 0)
+        self._restarts_seen[worker.name] = worker.restarts
+        if self.latest_weights is not None:
+            await worker.call("set_weights", self.latest_weights)
 
     async def broadcast(self, weights: FlatWeights, to: Sequence[ActorHandle] | None = None) -> None:
         """Send ``weights`` to every worker (or to ``to``).

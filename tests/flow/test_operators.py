@@ -76,7 +76,9 @@ async def test_round_robin_is_deterministic_with_weights() -> None:
             yield f"{tag}{i}"
 
     runs = [
-        await collect(flow.concurrently([letters("a", 0.002), letters("b", 0)], "round_robin", round_robin_weights=[1, 2]))
+        await collect(
+            flow.concurrently([letters("a", 0.002), letters("b", 0)], "round_robin", round_robin_weights=[1, 2])
+        )
         for _ in range(2)
     ]
     assert runs[0] == runs[1] == ["a0", "b0", "b1", "a1", "b2", "b3", "a2", "a3"]

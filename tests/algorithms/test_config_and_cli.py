@@ -1,0 +1,72 @@
+"""Bad input fails before any process starts; the CLI writes a run folder."""
+
+from __future__ import annotations
+
+import csv
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from asyncflow import ConfigError
+from asyncflow.algorithms import PPO, A2CConfig, PPOConfig
+
+from ..conftest import actor_children
+
+
+@pytest.mark.parametrize(
+    ("fields", "message"),
+    [
+        ({"lrr": 0.1}, "unknown field 'lrr'; did you mean 'lr'"),
+        ({"num_workers": -1}, "num_workers: must be >= 0"),
+        ({"lr": "fast"}, "lr: expected float"),
+        ({"train_batch_size": 0}, "train_batch_size: must be >= 1"),
+        ({"hidden": (64, 0)}, "hidden"),
+        ({"gamma": 1.5}, "gamma: must be <= 1"),
+    ],
+)
+def test_bad_config_names_the_field(fields: dict[str, object], message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        PPOConfig(**fields)  # type: ignore[arg-type]
+
+
+def test_microbatch_must_fit_the_batch() -> None:
+    with pytest.raises(ConfigError, match="microbatch_size"):
+        A2CConfig(train_batch_size=100, microbatch_size=200)
+
+
+def test_unknown_env_and_bad_action_space_fail_before_processes() -> None:
+    with pytest.raises(ConfigError, match="unknown environment 'NoSuchEnv-v0'"):
+        PPO(PPOConfig(env="NoSuchEnv-v0"))
+    with pytest.raises(ConfigError, match="observations must be"):
+        PPO(PPOConfig(env="Blackjack-v1"))
+    assert actor_children() == []
+
+
+def _cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "asyncflow.cli", *args], cwd=cwd, capture_output=True, text=True, timeout=120
+    )
+
+
+def test_cli_errors_are_one_line(tmp_path: Path) -> None:
+    out = _cli("train", "ppo", "--env", "CartPole-v1", "--set", "lrr=1", cwd=tmp_path)
+    assert out.returncode == 2
+    assert out.stderr.strip() == "asyncflow: error: PPOConfig: unknown field 'lrr'; did you mean 'lr'?"
+
+
+def test_cli_trains_and_writes_a_run_folder(tmp_path: Path) -> None:
+    out = _cli(
+        "train", "ppo", "--env", "CartPole-v1", "--num-workers", "1", "--stop-timesteps", "2000",
+        "--set", "num_envs_per_worker=4", "--logdir", str(tmp_path / "runs"), cwd=tmp_path,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    assert "iter    1" in out.stdout and "done: num_env_steps_sampled >= 2000" in out.stdout
+    (run,) = (tmp_path / "runs").iterdir()
+    params = json.loads((run / "params.json").read_text())
+    assert params["num_workers"] == 1 and params["num_envs_per_worker"] == 4
+    with open(run / "progress.csv") as f:
+        rows = list(csv.DictReader(f))
+    assert int(rows[-1]["num_env_steps_sampled"]) >= 2000

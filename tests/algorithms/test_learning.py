@@ -1,0 +1,68 @@
+"""Learning, for real: each algorithm reaches a return threshold on CartPole-v1
+within a fixed step budget and seed, through real worker processes."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+
+import pytest
+
+from asyncflow.algorithms import A2C, A3C, PG, PPO, A2CConfig, A3CConfig, Algorithm, PGConfig, PPOConfig
+
+
+async def _train_until(algo: Algorithm, threshold: float, budget: int) -> dict[str, object]:
+    async with algo:
+        async for result in algo.train():
+            if result["episode_return_mean"] >= threshold or result["num_env_steps_sampled"] >= budget:
+                return result
+    raise AssertionError("the plan ended")
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize(
+    ("algo", "threshold", "budget"),
+    [
+        (PPO(PPOConfig(env="CartPole-v1", num_workers=2, seed=0)), 450, 150_000),
+        (A2C(A2CConfig(env="CartPole-v1", num_workers=2, seed=0)), 150, 200_000),
+        (A3C(A3CConfig(env="CartPole-v1", num_workers=2, seed=0)), 150, 200_000),
+        (PG(PGConfig(env="CartPole-v1", num_workers=2, seed=0)), 150, 200_000),
+    ],
+    ids=["ppo", "a2c", "a3c", "pg"],
+)
+async def test_reaches_threshold(algo: Algorithm, threshold: float, budget: int) -> None:
+    result = await _train_until(algo, threshold, budget)
+    assert result["episode_return_mean"] >= threshold, result
+    assert result["num_env_steps_sampled"] <= budget + 2048  # type: ignore[operator]
+    assert result["num_env_steps_trained"] > 0  # type: ignore[operator]
+    for key in ("policy_loss", "vf_loss", "entropy", "kl"):
+        if isinstance(algo, PPO):
+            assert key in result["learner"]  # type: ignore[operator]
+
+
+@pytest.mark.timeout(120)
+async def test_a_killed_worker_is_replaced_and_training_goes_on() -> None:
+    algo = PPO(PPOConfig(env="CartPole-v1", num_workers=2, num_envs_per_worker=2, train_batch_size=256))
+    async with algo:
+        results = []
+        async for result in algo.train():
+            results.append(result)
+            if len(results) == 2:
+                pid = algo.workers.workers[0].pid
+                assert pid is not None
+                os.kill(pid, signal.SIGKILL)
+                await asyncio.sleep(0.1)
+            if len(results) == 6:
+                break
+    assert results[-1]["num_workers_restarted"] >= 1
+    assert results[-1]["num_env_steps_sampled"] > results[1]["num_env_steps_sampled"]
+
+
+async def test_num_workers_zero_samples_in_the_driver() -> None:
+    async with PPO(PPOConfig(num_workers=0, num_envs_per_worker=2, train_batch_size=256)) as algo:
+        assert algo.runtime is not None and algo.runtime.backend == "local"
+        async for result in algo.train():
+            assert result["num_env_steps_sampled"] >= 256
+            break
