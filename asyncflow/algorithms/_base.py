@@ -83,11 +83,11 @@ class Algorithm:
 
     async def _start(self) -> None:
         c = self.config
-        backend = "process" if c.num_workers > 0 else "local"
-        self.runtime = await self._stack.enter_async_context(open_runtime(backend))
+        runtime = await self._stack.enter_async_context(open_runtime("process" if c.num_workers > 0 else "local"))
+        self.runtime = runtime
         loss: LossFn = type(self).loss
         spawns = [
-            self.runtime.spawn(
+            runtime.spawn(
                 RolloutWorker,
                 c.env,
                 num_envs=c.num_envs_per_worker,

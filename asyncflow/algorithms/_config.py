@@ -30,7 +30,7 @@ def field(default: Any, *, min: float | None = None, max: float | None = None, e
 def algorithm_config(cls: C) -> C:
     """Make ``cls`` a frozen keyword-only dataclass whose bad input raises ConfigError."""
     cls = dataclasses.dataclass(frozen=True, kw_only=True)(cls)  # type: ignore[assignment]
-    generated = cls.__init__
+    generated = cls.__init__  # type: ignore[misc]
 
     def __init__(self: Any, **kwargs: Any) -> None:
         known = {f.name for f in dataclasses.fields(cls)}
@@ -110,7 +110,7 @@ class AlgorithmConfig:
 
     def __post_init__(self) -> None:
         hints = typing.get_type_hints(type(self))
-        for f in dataclasses.fields(self):
+        for f in dataclasses.fields(self):  # type: ignore[arg-type]
             value = _check_type(f.name, getattr(self, f.name), hints[f.name])
             object.__setattr__(self, f.name, value)
             low, high = f.metadata.get("min"), f.metadata.get("max")
@@ -125,10 +125,10 @@ class AlgorithmConfig:
 
     def replace(self, **changes: Any) -> Any:
         """A copy with some fields changed (checked the same way)."""
-        return type(self)(**{**dataclasses.asdict(self), **changes})
+        return type(self)(**{**dataclasses.asdict(self), **changes})  # type: ignore[call-overload]
 
     def to_dict(self) -> dict[str, Any]:
-        out = dataclasses.asdict(self)
+        out = dataclasses.asdict(self)  # type: ignore[call-overload]
         if not isinstance(out["env"], str):
             out["env"] = getattr(out["env"], "__qualname__", repr(out["env"]))
-        return out
+        return out  # type: ignore[no-any-return]

@@ -78,7 +78,7 @@ class ActorCritic(nn.Module):
         return torch.distributions.Independent(torch.distributions.Normal(out, self.log_std.exp()), 1)
 
     def value(self, obs: torch.Tensor) -> torch.Tensor:
-        return self.vf(obs).squeeze(-1)
+        return self.vf(obs).squeeze(-1)  # type: ignore[no-any-return]
 
 
 class TorchPolicy:
@@ -138,7 +138,7 @@ class TorchPolicy:
         """Actions as the environment takes them (Gaussian samples clipped to bounds)."""
         if self.model.discrete:
             return actions
-        return np.clip(actions, self._low, self._high)
+        return np.clip(actions, self._low, self._high)  # type: ignore[no-any-return]
 
     # -- learning --------------------------------------------------------
 
@@ -167,7 +167,7 @@ class TorchPolicy:
             for minibatch in batch.minibatches(minibatch_size or len(batch), rng):
                 loss, stats = self._loss(minibatch)
                 self.optimizer.zero_grad()
-                loss.backward()
+                loss.backward()  # type: ignore[no-untyped-call]
                 stats["grad_norm"] = self._step()
                 for k, v in stats.items():
                     totals[k] = totals.get(k, 0.0) + v
@@ -177,7 +177,7 @@ class TorchPolicy:
     def compute_gradients(self, batch: SampleBatch) -> tuple[list[np.ndarray], dict[str, float]]:
         loss, stats = self._loss(batch)
         self.optimizer.zero_grad()
-        loss.backward()
+        loss.backward()  # type: ignore[no-untyped-call]
         if self.max_grad_norm is not None:
             stats["grad_norm"] = float(nn.utils.clip_grad_norm_(self.model.parameters(), self.max_grad_norm))
         grads = [
