@@ -17,6 +17,7 @@ from collections.abc import AsyncIterator
 from typing import Any, ClassVar
 
 from ..actors import Runtime, open_runtime
+from ..errors import ConfigError
 from ..flow._context import FlowContext, _current
 from ..rl.env import probe_spaces
 from ..rl.policy import LossFn, TorchPolicy, check_spaces
@@ -41,8 +42,6 @@ class Algorithm:
     def __init__(self, config: AlgorithmConfig | None = None) -> None:
         config = config if config is not None else self.config_class()
         if not isinstance(config, self.config_class):
-            from ..errors import ConfigError
-
             raise ConfigError(
                 f"{type(self).__name__} needs a {self.config_class.__name__}, not {type(config).__name__}"
             )

@@ -148,10 +148,14 @@ class TorchPolicy:
         tensors = {k: torch.as_tensor(v) for k, v in batch.items()}
         return self.loss(self.model, tensors, self.loss_config)
 
+    def _clip(self) -> float:
+        """Clip the global gradient norm (if configured); return the norm before clipping."""
+        if self.max_grad_norm is None:
+            return 0.0
+        return float(nn.utils.clip_grad_norm_(self.model.parameters(), self.max_grad_norm))
+
     def _step(self) -> float:
-        norm = 0.0
-        if self.max_grad_norm is not None:
-            norm = float(nn.utils.clip_grad_norm_(self.model.parameters(), self.max_grad_norm))
+        norm = self._clip()
         self.optimizer.step()
         self.version += 1
         return norm
@@ -178,8 +182,7 @@ class TorchPolicy:
         loss, stats = self._loss(batch)
         self.optimizer.zero_grad()
         loss.backward()  # type: ignore[no-untyped-call]
-        if self.max_grad_norm is not None:
-            stats["grad_norm"] = float(nn.utils.clip_grad_norm_(self.model.parameters(), self.max_grad_norm))
+        stats["grad_norm"] = self._clip()
         grads = [
             (p.grad if p.grad is not None else torch.zeros_like(p)).numpy().copy() for p in self.model.parameters()
         ]

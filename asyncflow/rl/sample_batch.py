@@ -84,10 +84,16 @@ def _rebuild(columns: dict[str, np.ndarray], returns: list[float], lengths: list
 
 
 def concat_samples(batches: Sequence[SampleBatch]) -> SampleBatch:
-    """Concatenate rows (and the completed-episode records) of several batches."""
+    """Concatenate rows (and the completed-episode records) of several batches.
+
+    A single batch is returned as it is, not copied: a plan that concatenates
+    at two stages copies each sample once.
+    """
     batches = [b for b in batches if len(b) or b.episode_returns]
     if not batches:
         return SampleBatch()
+    if len(batches) == 1:
+        return batches[0]
     keys = batches[0].keys()
     for b in batches[1:]:
         if b.keys() != keys:
