@@ -211,7 +211,10 @@ class Receiver:
             partial = self._partial
             if partial is not None:
                 if available == 0 or not partial.fill(reader, available):
-                    self._seen = reader.available()
+                    # fill() consumed all it saw. Reading available() again here
+                    # would count bytes published since as seen, and the pump
+                    # could then sleep on them with no wake-up coming.
+                    self._seen = 0
                     return
                 self._partial = None
                 self.messages += 1
@@ -236,7 +239,7 @@ class Receiver:
             reader.consume(_FRAME.size + body)
 
     def changed(self) -> bool:
-        """Has the producer published anything since the last ``receive``?"""
+        """Is there more than the unconsumed bytes ``receive`` last looked at?"""
         return self._reader.available() != self._seen
 
     def _peek(self, offset: int, n: int) -> bytes:
