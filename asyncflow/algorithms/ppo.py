@@ -8,8 +8,10 @@ Defaults are tuned for CartPole-sized problems on a laptop: 2 workers x 8
 envs x 64 steps = 1,024 steps per iteration (small batches mean many updates
 per environment step), 4 minibatches of 256 for 10 epochs (enough reuse of
 each sample to learn fast, with the clip keeping the updates safe), and a
-learning rate of 1e-3, which a 64x64 MLP tolerates well with Adam and
-gradient clipping.
+learning rate of 3e-3, which a 64x64 MLP tolerates with Adam and gradient
+clipping. Steps to a mean return of 475 on CartPole-v1, seeds 0/1/2: 59k/58k/61k
+at lr 3e-3, 66k/62k/61k at 2e-3, 80k/94k/89k at 1e-3. Larger minibatches (512)
+cost less learner time per step but needed 66k-80k steps; 6 epochs 69k-73k.
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ __all__ = ["PPO", "PPOConfig", "ppo_loss"]
 
 @algorithm_config
 class PPOConfig(AlgorithmConfig):
-    lr: float = field(1e-3, min=0, exclusive_min=True)
+    lr: float = field(3e-3, min=0, exclusive_min=True)
     """Adam learning rate."""
     train_batch_size: int = field(1024, min=1)
     """Environment steps per training iteration."""

@@ -33,6 +33,10 @@ class FlatWeights:
     version: int
 
 
+def _as_tensors(batch: SampleBatch) -> dict[str, torch.Tensor]:
+    return {k: torch.as_tensor(v) for k, v in batch.items()}
+
+
 def check_spaces(observation_space: gym.Space[Any], action_space: gym.Space[Any], field: str = "env") -> None:
     """Raise ConfigError for spaces the MLP policies cannot handle."""
     if not isinstance(observation_space, gym.spaces.Box) or len(observation_space.shape) != 1:
@@ -98,7 +102,8 @@ class TorchPolicy:
         torch.manual_seed(seed)
         self.action_space = action_space
         self.model = ActorCritic(int(observation_space.shape[0]), action_space, hidden)  # type: ignore[index]
-        self.optimizer = torch.optim.Adam(self.model.parameters(), lr=lr, eps=1e-5)
+        self.lr = lr
+        self._optimizer: torch.optim.Optimizer | None = None
         self.max_grad_norm = max_grad_norm
         self.loss = loss
         self.loss_config = loss_config
@@ -106,6 +111,14 @@ class TorchPolicy:
         self._generator = torch.Generator().manual_seed(seed)
         if isinstance(action_space, gym.spaces.Box):
             self._low, self._high = action_space.low, action_space.high
+
+    @property
+    def optimizer(self) -> torch.optim.Optimizer:
+        """Built on first use: a sampling-only worker never needs one, and the
+        first optimizer in a process imports torch._dynamo (about 2 s here)."""
+        if self._optimizer is None:
+            self._optimizer = torch.optim.Adam(self.model.parameters(), lr=self.lr, eps=1e-5)
+        return self._optimizer
 
     # -- inference -------------------------------------------------------
 
@@ -142,10 +155,9 @@ class TorchPolicy:
 
     # -- learning --------------------------------------------------------
 
-    def _loss(self, batch: SampleBatch) -> tuple[torch.Tensor, dict[str, float]]:
+    def _loss(self, tensors: Mapping[str, torch.Tensor]) -> tuple[torch.Tensor, dict[str, float]]:
         if self.loss is None:
             raise RuntimeError("this policy was built without a loss function")
-        tensors = {k: torch.as_tensor(v) for k, v in batch.items()}
         return self.loss(self.model, tensors, self.loss_config)
 
     def _clip(self) -> float:
@@ -163,13 +175,22 @@ class TorchPolicy:
     def learn_on_batch(
         self, batch: SampleBatch, num_epochs: int = 1, minibatch_size: int | None = None, seed: int = 0
     ) -> dict[str, float]:
-        """Epochs of shuffled minibatch SGD; returns the mean of the loss stats."""
+        """Epochs of shuffled minibatch SGD; returns the mean of the loss stats.
+
+        The batch becomes tensors once; minibatches are index views of them
+        (the shuffle is ``SampleBatch.minibatches``'s, with the same seed).
+        """
         rng = np.random.default_rng(seed)
+        tensors = _as_tensors(batch)
+        n = len(batch)
+        size = minibatch_size or n
         totals: dict[str, float] = {}
         steps = 0
         for _ in range(num_epochs):
-            for minibatch in batch.minibatches(minibatch_size or len(batch), rng):
-                loss, stats = self._loss(minibatch)
+            order = torch.from_numpy(rng.permutation(n))
+            for start in range(0, n, size):
+                index = order[start : start + size]
+                loss, stats = self._loss({k: t[index] for k, t in tensors.items()})
                 self.optimizer.zero_grad()
                 loss.backward()  # type: ignore[no-untyped-call]
                 stats["grad_norm"] = self._step()
@@ -179,8 +200,8 @@ class TorchPolicy:
         return {k: v / max(steps, 1) for k, v in totals.items()}
 
     def compute_gradients(self, batch: SampleBatch) -> tuple[list[np.ndarray], dict[str, float]]:
-        loss, stats = self._loss(batch)
-        self.optimizer.zero_grad()
+        loss, stats = self._loss(_as_tensors(batch))
+        self.model.zero_grad()
         loss.backward()  # type: ignore[no-untyped-call]
         stats["grad_norm"] = self._clip()
         grads = [
