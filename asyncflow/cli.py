@@ -9,6 +9,7 @@ import argparse
 import ast
 import asyncio
 import math
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -95,17 +96,29 @@ def _train(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
+    # Before torch is imported here: the fork server imports it in parallel.
+    if argv is None and len(sys.argv) > 1 and sys.argv[1] == "train":
+        from .actors import start_fork_server
+
+        start_fork_server()
     parser = _build_parser()
     args = parser.parse_args(argv)
     try:
         if args.command == "train":
-            return _train(args)
+            code = _train(args)
     except AsyncflowError as exc:
         if args.debug:
             raise
         print(f"asyncflow: error: {exc}", file=sys.stderr)
         return 2
-    return 1  # pragma: no cover - argparse requires a command
+    if argv is None:
+        # Run from the shell and finished: every worker is stopped and every file
+        # closed. Skip the interpreter's teardown, which takes about a second
+        # with torch loaded and has nothing left to do.
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+    return code
 
 
 if __name__ == "__main__":

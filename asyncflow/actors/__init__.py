@@ -4,6 +4,6 @@ Knows nothing about reinforcement learning. See :func:`open_runtime`.
 """
 
 from ._handle import ActorHandle
-from ._runtime import Runtime, RuntimeStatistics, open_runtime
+from ._runtime import Runtime, RuntimeStatistics, open_runtime, start_fork_server
 
-__all__ = ["ActorHandle", "Runtime", "RuntimeStatistics", "open_runtime"]
+__all__ = ["ActorHandle", "Runtime", "RuntimeStatistics", "open_runtime", "start_fork_server"]

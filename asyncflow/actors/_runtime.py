@@ -14,6 +14,7 @@ import atexit
 import importlib.util
 import itertools
 import multiprocessing
+import threading
 import weakref
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
@@ -27,7 +28,7 @@ from ._local import LocalTransport
 from ._process import ProcessOptions, ProcessTransport
 from ._serialize import dumps_by_value
 
-__all__ = ["Runtime", "RuntimeStatistics", "open_runtime"]
+__all__ = ["Runtime", "RuntimeStatistics", "open_runtime", "start_fork_server"]
 
 Backend = Literal["process", "local"]
 
@@ -210,6 +211,20 @@ class Runtime:
     @property
     def closed(self) -> bool:
         return self._closed
+
+
+def start_fork_server(preload: Sequence[str] | None = None) -> None:
+    """Start the fork server now, in the background, and return at once.
+
+    Its preloaded imports (torch above all) then overlap with whatever this
+    process does next, typically importing the same modules itself; a
+    runtime opened later finds the server warm. Without this call the first
+    runtime starts the server. Only the first start's ``preload`` counts.
+    """
+    multiprocessing.get_context("forkserver").set_forkserver_preload(
+        list(default_preload() if preload is None else preload)
+    )
+    threading.Thread(target=_warm_forkserver, name="asyncflow-forkserver-warmup", daemon=True).start()
 
 
 def _warm_forkserver() -> None:

@@ -104,7 +104,7 @@ class Algorithm:
             )
             for i in range(max(c.num_workers, 1))
         ]
-        learner = self.learner = TorchPolicy(
+        self.learner = TorchPolicy(
             self.observation_space,
             self.action_space,
             hidden=c.hidden,
@@ -114,10 +114,7 @@ class Algorithm:
             loss_config=c,
             seed=c.seed,
         )
-        # The learner's first optimizer costs seconds of imports: pay them in a
-        # thread while the workers start, not in the first iteration.
-        handles, _ = await asyncio.gather(asyncio.gather(*spawns), asyncio.to_thread(lambda: learner.optimizer))
-        self.workers = WorkerSet(handles)
+        self.workers = WorkerSet(await asyncio.gather(*spawns))
         await self.workers.broadcast(self.learner.get_weights())  # one starting point everywhere
         self.ctx = FlowContext(start_time=time.perf_counter())
 

@@ -17,6 +17,7 @@ import torch
 from torch import nn
 
 from ..errors import ConfigError
+from .optim import Adam
 from .sample_batch import SampleBatch
 
 __all__ = ["ActorCritic", "FlatWeights", "LossFn", "TorchPolicy", "check_spaces"]
@@ -103,7 +104,7 @@ class TorchPolicy:
         self.action_space = action_space
         self.model = ActorCritic(int(observation_space.shape[0]), action_space, hidden)  # type: ignore[index]
         self.lr = lr
-        self._optimizer: torch.optim.Optimizer | None = None
+        self._optimizer: Adam | None = None
         self.max_grad_norm = max_grad_norm
         self.loss = loss
         self.loss_config = loss_config
@@ -113,11 +114,10 @@ class TorchPolicy:
             self._low, self._high = action_space.low, action_space.high
 
     @property
-    def optimizer(self) -> torch.optim.Optimizer:
-        """Built on first use: a sampling-only worker never needs one, and the
-        first optimizer in a process imports torch._dynamo (about 2 s here)."""
+    def optimizer(self) -> Adam:
+        """Built on first use: a sampling-only worker never needs one."""
         if self._optimizer is None:
-            self._optimizer = torch.optim.Adam(self.model.parameters(), lr=self.lr, eps=1e-5)
+            self._optimizer = Adam(self.model.parameters(), lr=self.lr, eps=1e-5)
         return self._optimizer
 
     # -- inference -------------------------------------------------------
