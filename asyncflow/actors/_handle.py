@@ -75,6 +75,7 @@ class ActorHandle:
         self._closed = False
         self._moved_before = 0
         self._methods: dict[str, bool] = {}  # kept across restarts
+        self._failed: ActorDiedError | None = None  # set when a restart failed
 
     def __repr__(self) -> str:
         return f"<ActorHandle {self.name!r} ({self.type_name}) pid={self.pid}>"
@@ -131,11 +132,14 @@ class ActorHandle:
     async def _call_after_restart(self, method: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         assert self._restarting is not None
         await asyncio.shield(self._restarting)
+        self._check_open()
         return await self._transport.call(method, args, kwargs)
 
     def _check_open(self) -> None:
         if self._closed:
             raise ClosedError(f"actor {self.name!r} is closed")
+        if self._failed is not None:
+            raise self._failed
 
     def _raise_notify_errors(self) -> None:
         errors = self._transport.notify_errors
@@ -163,9 +167,15 @@ class ActorHandle:
         self._transport = self._make_transport(self)
         try:
             await self._transport.start()
-        except BaseException:
+        except asyncio.CancelledError:
             await self._transport.stop()
             raise
+        except Exception as exc:  # noqa: BLE001 - kept for every later call
+            await self._transport.stop()
+            # Not raised here: nobody awaits this task. Calls waiting for the
+            # restart, and every later call, raise it instead.
+            self._failed = ActorDiedError(self.name, None, f"its restart failed: {exc!r}")
+            self._failed.__cause__ = exc
         finally:
             self._restarting = None
 

@@ -71,3 +71,12 @@ class Unpicklable(Exception):
 class Broken:
     def __init__(self) -> None:
         raise RuntimeError("constructor failed on purpose")
+
+
+class FailsOnRestart(Counter):
+    """Builds normally until ``marker`` exists; then its constructor raises."""
+
+    def __init__(self, marker: str) -> None:
+        if os.path.exists(marker):
+            raise RuntimeError("cannot start again")
+        super().__init__()

@@ -207,3 +207,24 @@ def test_killed_driver_takes_its_actors_along(tmp_path: object) -> None:
     assert _wait_until(lambda: all(_gone(p) for p in pids), 3)
     assert _wait_until(lambda: our_segments(proc.pid) == [], 3)
     proc.communicate()
+
+
+async def test_a_failed_restart_is_an_actor_died_error(process_runtime: asyncflow.Runtime, tmp_path: object) -> None:
+    from .helpers import FailsOnRestart
+
+    marker = os.path.join(str(tmp_path), "broken")
+    c = await process_runtime.spawn(FailsOnRestart, marker, max_restarts=3)
+    assert await c.add(1) == 1
+    open(marker, "w").close()
+    assert c.pid is not None
+    os.kill(c.pid, signal.SIGKILL)
+    for _ in range(500):  # until the death is noticed and the restart begins
+        if c.restarts == 1:
+            break
+        await asyncio.sleep(0.01)
+    with pytest.raises(ActorDiedError, match="its restart failed") as info:
+        await c.add(1)  # waits for the restart, which fails
+    assert isinstance(info.value.__cause__, RuntimeError)
+    with pytest.raises(ActorDiedError, match="its restart failed"):
+        await c.add(1)
+    assert not c.alive and c.restarts == 1

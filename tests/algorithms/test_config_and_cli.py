@@ -70,3 +70,29 @@ def test_cli_trains_and_writes_a_run_folder(tmp_path: Path) -> None:
     with open(run / "progress.csv") as f:
         rows = list(csv.DictReader(f))
     assert int(rows[-1]["num_env_steps_sampled"]) >= 2000
+
+
+def test_cli_ctrl_c_stops_cleanly_and_says_where_results_are(tmp_path: Path) -> None:
+    import os
+    import signal
+
+    from ..conftest import our_segments
+
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "asyncflow.cli", "train", "ppo", "--env", "CartPole-v1", "--logdir", str(tmp_path)],
+        cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    assert proc.stdout is not None
+    for line in proc.stdout:
+        if line.startswith("iter    2"):
+            break
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    (run,) = tmp_path.iterdir()
+    assert f"interrupted; workers stopped. Results so far are in {run}" in err
+    assert "Traceback" not in err
+    assert our_segments(proc.pid) == []
+    with open(run / "progress.csv") as f:
+        assert len(list(csv.DictReader(f))) >= 2
+    assert os.path.exists(run / "params.json")

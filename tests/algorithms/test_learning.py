@@ -66,3 +66,18 @@ async def test_num_workers_zero_samples_in_the_driver() -> None:
         async for result in algo.train():
             assert result["num_env_steps_sampled"] >= 256
             break
+
+
+async def test_a2c_microbatch_plan_averages_gradients() -> None:
+    config = A2CConfig(num_workers=0, num_envs_per_worker=2, rollout_fragment_length=32, train_batch_size=256,
+                       microbatch_size=64)  # fmt: skip
+    async with A2C(config) as algo:
+        assert algo.learner is not None
+        before = algo.learner.get_weights()
+        train = algo.train()
+        result = await anext(train)
+        await train.aclose()
+    after = algo.learner.get_weights()
+    assert after.version == before.version + 1  # one update from 4 averaged microbatch gradients
+    assert result["num_env_steps_trained"] == 256
+    assert "policy_loss" in result["learner"]

@@ -228,3 +228,31 @@ async def test_parallel_rollouts_with_real_workers(backend: str, mode: str) -> N
     assert ctx.get("num_env_steps_sampled") >= 3 * min(sizes)
     if mode == "async":
         assert all(b.source in handles for b in batches)  # type: ignore[attr-defined]
+
+
+async def test_select_experiences_keeps_only_named_policies() -> None:
+    from asyncflow.rl import MultiAgentBatch
+
+    async def source() -> AsyncIterator[MultiAgentBatch]:
+        yield MultiAgentBatch({"ppo": _batch(3), "dqn": _batch(5)}, env_steps=4)
+
+    (out,) = await collect(flow.select_experiences(source(), ["ppo"]))
+    assert list(out.policy_batches) == ["ppo"] and out.env_steps == 4 and out.agent_steps == 3
+
+
+async def test_fan_in_is_bounded_under_a_slow_consumer() -> None:
+    produced = 0
+
+    async def fast() -> AsyncIterator[int]:
+        nonlocal produced
+        while True:
+            produced += 1
+            yield produced
+
+    merged = flow.union(fast(), fast())
+    for _ in range(10):
+        await anext(merged)
+        await asyncio.sleep(0.01)  # the consumer is slow; producers must wait, not pile up
+    # Each producer holds at most one item it could not put, plus the queue's one slot.
+    assert produced <= 10 + 3
+    await merged.aclose()
