@@ -61,6 +61,7 @@ class Sender:
         self._writer = writer
         self._serializer = Serializer()
         self._backlog: deque[memoryview] = deque()
+        self._backlog_bytes = 0
         self._schedule = schedule
         self._owed = 0  # messages published since the consumer was last woken
         self.messages = 0
@@ -91,6 +92,7 @@ class Sender:
         self.messages += 1
         if self._backlog:
             self._backlog.extend(pieces)
+            self._backlog_bytes += sum(len(p) for p in pieces)
             self.flush()
             return
         writer = self._writer
@@ -99,8 +101,9 @@ class Sender:
             n = writer.write(piece, free)
             free -= n
             if n < len(piece):
-                self._backlog.append(piece[n:])
-                self._backlog.extend(pieces[i + 1 :])
+                rest = [piece[n:], *pieces[i + 1 :]]
+                self._backlog.extend(rest)
+                self._backlog_bytes += sum(len(p) for p in rest)
                 break
         self._published(writer.publish())
         if self._backlog:
@@ -125,13 +128,14 @@ class Sender:
         """Write as much backlog as fits; True when the backlog is empty."""
         writer, backlog = self._writer, self._backlog
         while backlog:
-            writer.mark_sleeping(False)
+            writer.awake()
             free = writer.free()
             wrote = False
             while backlog and free:
                 piece = backlog[0]
                 n = writer.write(piece, free)
                 free -= n
+                self._backlog_bytes -= n
                 wrote = True
                 if n == len(piece):
                     backlog.popleft()
@@ -143,11 +147,12 @@ class Sender:
                 break
             # The consumer must run to free space: wake it before we wait.
             self.wake()
-            # Say we wait for space, then look once more (see _ring's handshake).
-            writer.mark_sleeping(True)
-            if writer.free() == 0:
+            # Say what we wait for, then look once more (see _ring's handshake;
+            # the mark must be stored and fenced before free() is read).
+            mark = writer.wait_for_space(self._backlog_bytes)
+            if writer.free() < mark:
                 return False
-        writer.mark_sleeping(False)
+        writer.awake()
         return True
 
 
@@ -162,6 +167,7 @@ class _Partial:
         self.targets = [memoryview(self.data), *(b.data for b in self.buffers)]
         self.index = 0
         self.offset = 0
+        self.left = pickle_len + sum(lengths)  # bytes still to copy
         self._skip_empty()
 
     def _skip_empty(self) -> None:
@@ -179,6 +185,7 @@ class _Partial:
             done += n
             self.offset += n
             self._skip_empty()
+        self.left -= done
         reader.consume(done)
         return self.index == len(self.targets)
 
@@ -238,9 +245,11 @@ class Receiver:
             self.bytes_received += _FRAME.size + body
             reader.consume(_FRAME.size + body)
 
-    def changed(self) -> bool:
-        """Is there more than the unconsumed bytes ``receive`` last looked at?"""
-        return self._reader.available() != self._seen
+    def wanted(self) -> int:
+        """Unread bytes needed before ``receive`` can make progress again."""
+        if self._partial is not None:
+            return self._partial.left  # it consumed all it saw
+        return self._seen + 1
 
     def _peek(self, offset: int, n: int) -> bytes:
         view = self._reader.contiguous(offset, n)
@@ -283,9 +292,12 @@ class Endpoint:
         self.bell.clear()
         out: list[Message] = []
         while True:
-            self._reader.mark_sleeping(False)
+            self._reader.awake()
             self.sender.flush()
             self.receiver.receive(out)
-            self._reader.mark_sleeping(True)
-            if not self.receiver.changed():
+            # Sleep until what the receiver needs to go on is there, then look
+            # once more (the handshake in _ring's docstring). The order matters:
+            # the mark must be stored and fenced before available() is read.
+            mark = self._reader.sleep_until(self.receiver.wanted())
+            if self._reader.available() < mark:
                 return out

@@ -5,9 +5,10 @@ Layout of one segment::
     offset 0    write index   (u64, producer stores, consumer loads)
     offset 64   read index    (u64, consumer stores, producer loads)
     offset 128  consumer sleep number (u64; 0 while awake)
-    offset 192  producer sleeping flag (u64)
+    offset 192  bytes of space a sleeping producer waits for (u64; 0 while awake)
     offset 256  capacity      (u64, written once)
-    offset 320  data: ``capacity`` bytes, used as a circular byte stream
+    offset 320  bytes a sleeping consumer waits for (u64)
+    offset 384  data: ``capacity`` bytes, used as a circular byte stream
 
 Indices grow without bound (2**64 bytes never wrap in practice); the position
 in the data area is ``index % capacity``. Because the ring is a byte stream, a
@@ -24,6 +25,20 @@ producer rings at most once per sleep: once it has rung for sleep ``s``, the
 consumer is bound to wake and drain everything published before it clears
 the flag. On this kind of VM a wake-up costs the ringer about 20 us, more
 than the rest of a small message, so this matters.
+
+The producer's flag is a low-water mark: the space it waits for, at most a
+quarter of the ring. The consumer rings only once that much is free, so a
+blocked producer is not woken for every few freed bytes (TCP's "silly
+window"): with 4 MiB messages in an 8 MiB ring that took streaming from 118
+to over 400 messages/s. It cannot deadlock: a drained ring is all free.
+
+The consumer has a low-water mark too. A reader in the middle of a large
+frame asks to be woken only when min(rest of the frame, a quarter of the ring)
+unread bytes are there. Otherwise it chases the writer, copying cache lines
+the other core has just written, one latency-bound line at a time: 4 MiB
+messages through an 8 MiB ring ran at 120 messages/s that way, and at 500
+when each frame sat whole in the ring. It cannot deadlock either: the rest of
+the frame is in the producer's backlog, and the ring has room for it.
 
 Why a ``threading.Lock`` as the fence: Python exposes no atomics, but taking
 and releasing an uncontended lock executes a locked read-modify-write, which
@@ -45,9 +60,9 @@ from typing import Protocol
 __all__ = ["Ring", "RingReader", "RingWriter", "SEGMENT_PREFIX"]
 
 SEGMENT_PREFIX = "asyncflow_"
-_HEADER = 320
+_HEADER = 384
 _WRITE, _READ, _CONSUMER_SLEEPING, _PRODUCER_SLEEPING = 0, 8, 16, 24
-_CAPACITY = 32
+_CAPACITY, _CONSUMER_WANTS = 32, 40
 
 _fence_lock = threading.Lock()
 
@@ -82,6 +97,7 @@ class Ring:
         if self.owner:
             self.ctl[_CAPACITY] = capacity
             self.ctl[_CONSUMER_SLEEPING] = 1  # sleep number 1: nobody reads yet
+            self.ctl[_CONSUMER_WANTS] = 1
         self.capacity = int(self.ctl[_CAPACITY])
         self.data = buf[_HEADER : _HEADER + self.capacity]
 
@@ -144,25 +160,38 @@ class RingWriter:
         self.bytes_written += self._w - int(self._ctl[_WRITE])
         self._ctl[_WRITE] = self._w
         fence()
-        sleep = self._ctl[_CONSUMER_SLEEPING]
-        return sleep != 0 and sleep != self._rung
+        return self._consumer_needs_ring() != 0
+
+    def _consumer_needs_ring(self) -> int:
+        """The consumer's sleep number if it sleeps, unrung, with what it waits for; else 0."""
+        ctl = self._ctl
+        sleep = ctl[_CONSUMER_SLEEPING]  # loaded before the mark: stored in the other order
+        if sleep == 0 or sleep == self._rung or self._w - ctl[_READ] < ctl[_CONSUMER_WANTS]:
+            return 0
+        return int(sleep)
 
     def wake(self) -> None:
-        """Ring the consumer unless it is awake or was already rung for this sleep.
+        """Ring the consumer if it sleeps, is not yet rung for this sleep, and
+        what it waits for is there.
 
         Safe to call late: whatever was published before is seen by a consumer
         whose flag changed since (it drains before it sleeps again).
         """
-        sleep = self._ctl[_CONSUMER_SLEEPING]
-        if sleep != 0 and sleep != self._rung:
+        sleep = self._consumer_needs_ring()
+        if sleep:
             self._rung = sleep
             self._wake.ring()
 
-    def mark_sleeping(self, sleeping: bool) -> None:
-        """Say whether the producer waits for space. After True, re-check ``free``."""
-        self._ctl[_PRODUCER_SLEEPING] = int(sleeping)
-        if sleeping:
-            fence()
+    def wait_for_space(self, wanted: int) -> int:
+        """Say the producer sleeps until ``wanted`` bytes are free (capped at a
+        quarter of the ring); return that mark. Then re-check ``free``."""
+        mark = max(1, min(wanted, self._cap // 4))
+        self._ctl[_PRODUCER_SLEEPING] = mark
+        fence()
+        return mark
+
+    def awake(self) -> None:
+        self._ctl[_PRODUCER_SLEEPING] = 0
 
 
 class RingReader:
@@ -202,14 +231,19 @@ class RingReader:
         self._r += n
         self._ctl[_READ] = self._r
         fence()
-        if self._ctl[_PRODUCER_SLEEPING]:
+        mark = self._ctl[_PRODUCER_SLEEPING]
+        if mark and self._cap - (int(self._ctl[_WRITE]) - self._r) >= mark:
             self._wake.ring()
 
-    def mark_sleeping(self, sleeping: bool) -> None:
-        """Say whether the consumer waits for data. After True, re-check ``available``."""
-        if sleeping:
-            self._sleep += 1
-            self._ctl[_CONSUMER_SLEEPING] = self._sleep
-            fence()
-        else:
-            self._ctl[_CONSUMER_SLEEPING] = 0
+    def sleep_until(self, wanted: int) -> int:
+        """Sleep until ``wanted`` unread bytes are there (capped at a quarter of
+        the ring); return that mark. Then re-check ``available``."""
+        mark = max(1, min(wanted, self._cap // 4))
+        self._ctl[_CONSUMER_WANTS] = mark  # before the sleep number (see _consumer_needs_ring)
+        self._sleep += 1
+        self._ctl[_CONSUMER_SLEEPING] = self._sleep
+        fence()
+        return mark
+
+    def awake(self) -> None:
+        self._ctl[_CONSUMER_SLEEPING] = 0

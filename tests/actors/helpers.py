@@ -80,3 +80,16 @@ class FailsOnRestart(Counter):
         if os.path.exists(marker):
             raise RuntimeError("cannot start again")
         super().__init__()
+
+
+class Jitter:
+    """Answers after a random sub-millisecond delay, so replies land at any moment."""
+
+    def __init__(self, seed: int) -> None:
+        import random
+
+        self.rng = random.Random(seed)
+
+    async def later(self, x: int) -> int:
+        await asyncio.sleep(self.rng.random() * 0.001)
+        return x

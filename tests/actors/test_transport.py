@@ -89,3 +89,33 @@ async def test_many_large_messages_in_flight(process_runtime: asyncflow.Runtime)
     results = await asyncio.gather(*(c.echo(a) for a in arrays))
     for i, r in enumerate(results):
         assert r.shape == (1 << 20,) and r[0] == i and r[-1] == i
+
+
+@pytest.mark.timeout(60)
+async def test_replies_landing_at_random_moments_are_never_lost(process_runtime: asyncflow.Runtime) -> None:
+    """Replies published while the driver is between "look at the ring" and
+    "say I sleep" must still wake it: a lost wake-up hangs here."""
+    import asyncio
+    import threading
+
+    from .helpers import Jitter
+
+    a, b = await process_runtime.spawn(Jitter, 1), await process_runtime.spawn(Jitter, 2)
+    # A thread that competes for the GIL, as a learner thread does: the loop
+    # thread then pauses at arbitrary points, which widens any race window.
+    stop = threading.Event()
+
+    def busy() -> None:
+        while not stop.is_set():
+            sum(range(1000))
+
+    thread = threading.Thread(target=busy)
+    thread.start()
+    try:
+        for round_ in range(250):
+            calls = [actor.later(round_ * 100 + i) for i in range(25) for actor in (a, b)]
+            results = await asyncio.wait_for(asyncio.gather(*calls), timeout=10)
+            assert sorted(results) == sorted(round_ * 100 + i for i in range(25) for _ in (a, b))
+    finally:
+        stop.set()
+        thread.join()
