@@ -48,6 +48,9 @@ class DecodeFailure:
 # messages at the latest; otherwise once per turn of its event loop.
 _RING_EVERY = 32
 
+# Messages up to this size are joined into one piece before they are written.
+_COALESCE_BYTES = 16 << 10
+
 
 class Sender:
     """Frames messages into a :class:`RingWriter`, with a backlog for overflow.
@@ -88,7 +91,11 @@ class Sender:
         head = _FRAME.pack(tag, kind, len(buffers), body)
         if buffers:
             head += struct.pack(f"<{len(buffers)}Q", *lengths)
-        pieces = [memoryview(head), memoryview(data), *buffers]
+        if body <= _COALESCE_BYTES:
+            # Small: one joined copy and one ring write beat three writes.
+            pieces = [memoryview(b"".join((head, data, *buffers)))]
+        else:
+            pieces = [memoryview(head), memoryview(data), *buffers]
         self.messages += 1
         if self._backlog:
             self._backlog.extend(pieces)

@@ -57,6 +57,8 @@ class _Pickler(pickle.Pickler):
             if getattr(obj, "__module__", None) == "__main__":
                 raise _ByValue
             return NotImplemented
+        if kind is pickle.PickleBuffer:  # our own arrays' buffers: the common case
+            return NotImplemented
         torch = sys.modules.get("torch")
         if torch is not None and isinstance(obj, torch.Tensor):
             return _reduce_tensor(obj)
