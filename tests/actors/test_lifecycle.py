@@ -28,7 +28,7 @@ def _gone(pid: int) -> bool:
     try:
         with open(f"/proc/{pid}/stat") as f:
             return f.read().split()[2] == "Z"
-    except FileNotFoundError:
+    except OSError:  # vanished between the two looks (ENOENT or ESRCH)
         return True
 
 
@@ -176,7 +176,10 @@ def _start_driver(tmp_path: object) -> tuple[subprocess.Popen[str], list[int]]:
     )
     assert proc.stdout is not None
     line = proc.stdout.readline()
-    assert line.startswith("READY"), proc.stderr.read() if proc.stderr else line
+    if not line.startswith("READY"):
+        proc.kill()
+        _, err = proc.communicate()
+        raise AssertionError(f"driver did not start: {line!r} {err}")
     return proc, [int(p) for p in line.split()[1:]]
 
 
@@ -191,22 +194,23 @@ def _wait_until(predicate: object, timeout: float) -> bool:
 
 def test_ctrl_c_in_a_script_stops_everything(tmp_path: object) -> None:
     proc, pids = _start_driver(tmp_path)
-    proc.send_signal(signal.SIGINT)
-    _, err = proc.communicate(timeout=20)
-    assert proc.returncode != 0 and "KeyboardInterrupt" in err
-    assert "leaked" not in err  # the resource tracker had nothing to clean up
-    assert _wait_until(lambda: all(_gone(p) for p in pids), 5)
-    assert our_segments(proc.pid) == []
+    with proc:  # closes the pipes even when an assertion fails
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=20)
+        assert proc.returncode != 0 and "KeyboardInterrupt" in err
+        assert "leaked" not in err  # the resource tracker had nothing to clean up
+        assert _wait_until(lambda: all(_gone(p) for p in pids), 5)
+        assert our_segments(proc.pid) == []
 
 
 def test_killed_driver_takes_its_actors_along(tmp_path: object) -> None:
     proc, pids = _start_driver(tmp_path)
-    assert our_segments(proc.pid) != []
-    proc.kill()
-    proc.wait(timeout=5)
-    assert _wait_until(lambda: all(_gone(p) for p in pids), 3)
-    assert _wait_until(lambda: our_segments(proc.pid) == [], 3)
-    proc.communicate()
+    with proc:
+        assert our_segments(proc.pid) != []
+        proc.kill()
+        proc.communicate(timeout=5)
+        assert _wait_until(lambda: all(_gone(p) for p in pids), 3)
+        assert _wait_until(lambda: our_segments(proc.pid) == [], 3)
 
 
 async def test_a_failed_restart_is_an_actor_died_error(process_runtime: asyncflow.Runtime, tmp_path: object) -> None:

@@ -83,11 +83,12 @@ def test_cli_ctrl_c_stops_cleanly_and_says_where_results_are(tmp_path: Path) -> 
         cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
     assert proc.stdout is not None
-    for line in proc.stdout:
-        if line.startswith("iter    2"):
-            break
-    proc.send_signal(signal.SIGINT)
-    _, err = proc.communicate(timeout=60)
+    with proc:  # closes the pipes and reaps the process even when an assertion fails
+        for line in proc.stdout:
+            if line.startswith("iter    2"):
+                break
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=60)
     assert proc.returncode == 130, err
     (run,) = tmp_path.iterdir()
     assert f"interrupted; workers stopped. Results so far are in {run}" in err
