@@ -16,6 +16,8 @@ import time
 from collections.abc import AsyncIterator
 from typing import Any, ClassVar
 
+import gymnasium as gym
+
 from ..actors import Runtime, open_runtime
 from ..errors import ConfigError
 from ..flow._context import FlowContext, _current
@@ -34,6 +36,7 @@ class Algorithm:
     config_class: ClassVar[type[AlgorithmConfig]] = AlgorithmConfig
     name: ClassVar[str] = "algorithm"
     use_critic: ClassVar[bool] = True
+    action_spaces: ClassVar[tuple[type, ...]] = (gym.spaces.Discrete, gym.spaces.Box)
 
     @staticmethod
     def loss(model: Any, batch: Any, config: Any) -> Any:  # pragma: no cover - abstract
@@ -49,10 +52,13 @@ class Algorithm:
         # Checked here, in the driver, before any process starts.
         self.observation_space, self.action_space = probe_spaces(config.env)
         check_spaces(self.observation_space, self.action_space)
+        if not isinstance(self.action_space, self.action_spaces):
+            kinds = " or ".join(t.__name__ for t in self.action_spaces)
+            raise ConfigError(f"env: {type(self).__name__} needs {kinds} actions, not {self.action_space}")
         self.ctx = FlowContext()
         self.runtime: Runtime | None = None
         self.workers = WorkerSet([])
-        self.learner: TorchPolicy | None = None
+        self.learner: Any = None
         self._stack = contextlib.AsyncExitStack()
         self._plan: AsyncIterator[dict[str, Any]] | None = None
 
@@ -80,6 +86,29 @@ class Algorithm:
         c = self.config
         return PolicyConfig(hidden=c.hidden, lr=c.lr, max_grad_norm=c.max_grad_norm)
 
+    # -- hooks for algorithms that are not actor-critic -----------------
+
+    def worker_options(self) -> dict[str, Any]:
+        """Extra ``RolloutWorker`` arguments (a policy factory, a postprocessing mode)."""
+        return {}
+
+    def make_learner(self) -> Any:
+        """The learner: anything with ``learn_on_batch`` and ``get_weights``."""
+        c = self.config
+        return TorchPolicy(
+            self.observation_space,
+            self.action_space,
+            hidden=c.hidden,
+            lr=c.lr,
+            max_grad_norm=c.max_grad_norm,
+            loss=type(self).loss,
+            loss_config=c,
+            seed=c.seed,
+        )
+
+    async def setup(self, runtime: Runtime) -> None:
+        """Start whatever else the plan needs (replay buffers, replay actors)."""
+
     async def _start(self) -> None:
         c = self.config
         runtime = await self._stack.enter_async_context(open_runtime("process" if c.num_workers > 0 else "local"))
@@ -99,28 +128,21 @@ class Algorithm:
                 loss=loss,
                 loss_config=c,
                 use_critic=self.use_critic,
+                **self.worker_options(),
                 name=f"{self.name}-worker-{i + 1}",
                 max_restarts=c.max_worker_restarts,
             )
             for i in range(max(c.num_workers, 1))
         ]
-        self.learner = TorchPolicy(
-            self.observation_space,
-            self.action_space,
-            hidden=c.hidden,
-            lr=c.lr,
-            max_grad_norm=c.max_grad_norm,
-            loss=loss,
-            loss_config=c,
-            seed=c.seed,
-        )
+        self.learner = self.make_learner()
         self.workers = WorkerSet(await asyncio.gather(*spawns))
         await self.workers.broadcast(self.learner.get_weights())  # one starting point everywhere
-        self.ctx = FlowContext(start_time=time.perf_counter())
+        await self.setup(runtime)
+        self.ctx = FlowContext(start_time=time.perf_counter(), smoothing_episodes=c.metrics_smoothing_episodes)
 
     # -- training --------------------------------------------------------
 
-    def execution_plan(self, workers: WorkerSet, learner: TorchPolicy, config: Any) -> AsyncIterator[dict[str, Any]]:
+    def execution_plan(self, workers: WorkerSet, learner: Any, config: Any) -> AsyncIterator[dict[str, Any]]:
         raise NotImplementedError  # pragma: no cover - every algorithm defines its plan
 
     async def train(self) -> AsyncIterator[dict[str, Any]]:

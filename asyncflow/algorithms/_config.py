@@ -107,6 +107,8 @@ class AlgorithmConfig:
     """Seeds environments, policies and minibatch shuffling."""
     max_worker_restarts: int = field(2, min=0)
     """How often each worker process may be replaced after it dies."""
+    metrics_smoothing_episodes: int = field(100, min=1)
+    """Episode statistics in a result cover this many of the latest episodes."""
 
     def __post_init__(self) -> None:
         hints = typing.get_type_hints(type(self))

@@ -36,11 +36,15 @@ class FlowContext:
     counters: dict[str, int] = field(default_factory=dict)
     timers: dict[str, Timer] = field(default_factory=dict)
     learner_info: dict[str, float] = field(default_factory=dict)
-    episode_returns: deque[float] = field(default_factory=lambda: deque(maxlen=100))
-    episode_lengths: deque[int] = field(default_factory=lambda: deque(maxlen=100))
     episodes_total: int = 0
     workers_restarted: int = 0
     start_time: float = field(default_factory=time.perf_counter)
+    smoothing_episodes: int = 100
+    """How many of the latest episodes the return and length statistics cover."""
+
+    def __post_init__(self) -> None:
+        self.episode_returns: deque[float] = deque(maxlen=self.smoothing_episodes)
+        self.episode_lengths: deque[int] = deque(maxlen=self.smoothing_episodes)
 
     def add(self, counter: str, n: int) -> None:
         self.counters[counter] = self.counters.get(counter, 0) + n

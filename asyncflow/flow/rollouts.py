@@ -56,12 +56,14 @@ async def parallel_rollouts(
                     yield batch
 
 
-async def _as_completed(workers: WorkerSet, method: str, num_async: int) -> AsyncIterator[tuple[ActorHandle, Any]]:
-    """Keep ``num_async`` calls of ``method`` in flight per worker; yield results as they land."""
+async def _as_completed(
+    workers: WorkerSet, method: str, num_async: int, *args: Any
+) -> AsyncIterator[tuple[ActorHandle, Any]]:
+    """Keep ``num_async`` calls of ``method(*args)`` in flight per actor; yield results as they land."""
     pending: dict[asyncio.Future[Any], ActorHandle] = {}
 
     def submit(worker: ActorHandle) -> None:
-        call: Awaitable[Any] = workers.call(worker, method)
+        call: Awaitable[Any] = workers.call(worker, method, *args)
         pending[asyncio.ensure_future(call)] = worker
 
     try:

@@ -39,7 +39,14 @@ async def _off_loop(fn: Callable[..., R], *args: object) -> R:
     global _learner_thread
     if _learner_thread is None:
         _learner_thread = ThreadPoolExecutor(1, "asyncflow-learner", _init_learner_thread)
-    return await asyncio.get_running_loop().run_in_executor(_learner_thread, functools.partial(fn, *args))
+    future = asyncio.get_running_loop().run_in_executor(_learner_thread, functools.partial(fn, *args))
+    try:
+        return await asyncio.shield(future)
+    except asyncio.CancelledError:
+        # The thread cannot be interrupted: let its step end before the
+        # cancellation goes on, so nobody touches a learner mid-update.
+        await asyncio.wait([future])
+        raise
 
 
 __all__ = [

@@ -42,12 +42,21 @@ class Adam:
         beta1, beta2 = self.betas
         step_size = self.lr / (1 - beta1**self.steps)
         correction2 = math.sqrt(1 - beta2**self.steps)
-        for p, m, v in zip(self.params, self.exp_avg, self.exp_avg_sq, strict=True):
-            if p.grad is None:
-                continue
-            m.mul_(beta1).add_(p.grad, alpha=1 - beta1)
-            v.mul_(beta2).addcmul_(p.grad, p.grad, value=1 - beta2)
-            p.addcdiv_(m, (v.sqrt() / correction2).add_(self.eps), value=-step_size)
+        live = [i for i, p in enumerate(self.params) if p.grad is not None]
+        params: list[torch.Tensor] = [self.params[i] for i in live]
+        grads: list[torch.Tensor] = [p.grad for p in params]  # type: ignore[misc]
+        m = [self.exp_avg[i] for i in live]
+        v = [self.exp_avg_sq[i] for i in live]
+        # One kernel call per operation for all tensors (torch's "foreach"
+        # ops): the per-tensor Python loop cost more than the arithmetic.
+        torch._foreach_mul_(m, beta1)
+        torch._foreach_add_(m, grads, alpha=1 - beta1)
+        torch._foreach_mul_(v, beta2)
+        torch._foreach_addcmul_(v, grads, grads, value=1 - beta2)
+        denom = torch._foreach_sqrt(v)
+        torch._foreach_div_(denom, correction2)
+        torch._foreach_add_(denom, self.eps)
+        torch._foreach_addcdiv_(params, m, denom, value=-step_size)
 
     def state_dict(self) -> dict[str, Any]:
         return {"steps": self.steps, "exp_avg": self.exp_avg, "exp_avg_sq": self.exp_avg_sq, "lr": self.lr}

@@ -17,6 +17,7 @@ import torch
 from torch import nn
 
 from ..errors import ConfigError
+from .nets import mlp
 from .optim import Adam
 from .sample_batch import SampleBatch
 
@@ -49,19 +50,6 @@ def check_spaces(observation_space: gym.Space[Any], action_space: gym.Space[Any]
     raise ConfigError(f"{field}: actions must be Discrete or a 1-D Box, not {action_space}")
 
 
-def _mlp(sizes: Sequence[int], activation: type[nn.Module], out_gain: float) -> nn.Sequential:
-    layers: list[nn.Module] = []
-    for i, (a, b) in enumerate(zip(sizes[:-1], sizes[1:], strict=True)):
-        linear = nn.Linear(a, b)
-        last = i == len(sizes) - 2
-        nn.init.orthogonal_(linear.weight, out_gain if last else float(np.sqrt(2)))
-        nn.init.zeros_(linear.bias)
-        layers.append(linear)
-        if not last:
-            layers.append(activation())
-    return nn.Sequential(*layers)
-
-
 class ActorCritic(nn.Module):
     """Separate policy and value MLPs (the usual choice for small control tasks)."""
 
@@ -73,8 +61,8 @@ class ActorCritic(nn.Module):
         else:
             out = int(action_space.shape[0])  # type: ignore[index]
             self.log_std = nn.Parameter(torch.zeros(out))
-        self.pi = _mlp([obs_dim, *hidden, out], nn.Tanh, 0.01)
-        self.vf = _mlp([obs_dim, *hidden, 1], nn.Tanh, 1.0)
+        self.pi = mlp([obs_dim, *hidden, out], nn.Tanh, 0.01)
+        self.vf = mlp([obs_dim, *hidden, 1], nn.Tanh, 1.0)
 
     def dist(self, obs: torch.Tensor) -> torch.distributions.Distribution:
         out = self.pi(obs)
@@ -173,12 +161,18 @@ class TorchPolicy:
         return norm
 
     def learn_on_batch(
-        self, batch: SampleBatch, num_epochs: int = 1, minibatch_size: int | None = None, seed: int = 0
+        self,
+        batch: SampleBatch,
+        num_epochs: int = 1,
+        minibatch_size: int | None = None,
+        seed: int = 0,
+        shuffle: bool = True,
     ) -> dict[str, float]:
         """Epochs of shuffled minibatch SGD; returns the mean of the loss stats.
 
         The batch becomes tensors once; minibatches are index views of them
         (the shuffle is ``SampleBatch.minibatches``'s, with the same seed).
+        ``shuffle=False`` keeps rows in order (losses over sequences, V-trace).
         """
         rng = np.random.default_rng(seed)
         tensors = _as_tensors(batch)
@@ -187,7 +181,7 @@ class TorchPolicy:
         totals: dict[str, float] = {}
         steps = 0
         for _ in range(num_epochs):
-            order = torch.from_numpy(rng.permutation(n))
+            order = torch.from_numpy(rng.permutation(n) if shuffle else np.arange(n))
             for start in range(0, n, size):
                 index = order[start : start + size]
                 loss, stats = self._loss({k: t[index] for k, t in tensors.items()})

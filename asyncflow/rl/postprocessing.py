@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["compute_gae", "discount_cumsum"]
+__all__ = ["compute_gae", "compute_nstep", "discount_cumsum"]
 
 
 def compute_gae(
@@ -43,3 +43,41 @@ def discount_cumsum(x: np.ndarray, gamma: float) -> np.ndarray:
         running = x[t] + gamma * running
         out[t] = running
     return out
+
+
+def compute_nstep(
+    rewards: np.ndarray,
+    next_obs: np.ndarray,
+    terminateds: np.ndarray,
+    dones: np.ndarray,
+    gamma: float,
+    n: int,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """n-step returns for arrays shaped ``(T, num_envs, ...)``.
+
+    For each step ``t`` the return sums ``gamma**k * r[t+k]`` for ``k < n``,
+    stopping early at the end of an episode (``dones``) or of the fragment.
+    Returns ``(returns, next_obs, discounts)``: the observation to bootstrap
+    from, and ``gamma**k_used * (1 - terminated)``, so a target is always
+    ``returns + discounts * Q(next_obs)``: exact also for shortened horizons,
+    and zero bootstrap only for a real termination (not a time limit).
+    """
+    if n < 1:
+        raise ValueError(f"compute_nstep(): n must be >= 1, not {n}")
+    steps, num_envs = rewards.shape[:2]
+    returns = np.zeros((steps, num_envs), np.float32)
+    end = np.zeros((steps, num_envs), np.int64)
+    for t in range(steps):
+        alive = np.ones(num_envs, bool)
+        last = np.full(num_envs, t)
+        for k in range(n):
+            if t + k >= steps:
+                break
+            returns[t] += np.where(alive, gamma**k * rewards[t + k], 0.0)
+            last = np.where(alive, t + k, last)
+            alive &= ~dones[t + k]
+        end[t] = last
+    envs = np.arange(num_envs)[None, :]
+    horizon = (end - np.arange(steps)[:, None] + 1).astype(np.float32)
+    discounts = (gamma**horizon) * (1.0 - terminateds[end, envs].astype(np.float32))
+    return returns, next_obs[end, envs], discounts.astype(np.float32)

@@ -23,6 +23,9 @@ VF_PREDS = "vf_preds"
 ADVANTAGES = "advantages"
 VALUE_TARGETS = "value_targets"
 EPS_ID = "eps_id"
+NEXT_OBS = "next_obs"
+TERMINATEDS = "terminateds"
+DISCOUNTS = "discounts"
 
 
 class SampleBatch(dict[str, np.ndarray]):

@@ -1,0 +1,119 @@
+"""APPO: IMPALA's asynchronous plan with PPO's clipped surrogate.
+
+The learner keeps a target copy of the policy. V-trace corrects from the
+workers' (behaviour) policy to the target policy, and the surrogate ratio is
+taken against the target policy, times the clipped importance ratio of
+target over behaviour (as RLlib's APPO). The target is refreshed every
+``target_update_frequency`` rows trained; the KL from the target to the
+current policy is reported (and penalized with ``kl_coeff > 0``).
+
+Plan::
+
+    parallel_rollouts(async) -> train_async -> sync_weights(to_source)
+        -> update_target_network -> once_per_steps -> report_metrics
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import AsyncIterator, Mapping
+from typing import Any
+
+import torch
+
+from ..flow import once_per_steps, parallel_rollouts, report_metrics
+from ..flow.learner import sync_weights, train_async, update_target_network
+from ..rl.policy import ActorCritic, TorchPolicy
+from ..rl.sample_batch import ACTIONS, OBS, SampleBatch
+from ..rl.worker_set import WorkerSet
+from ._config import algorithm_config, field
+from .impala import IMPALA, IMPALAConfig, SequencePolicy, vtrace_targets
+
+__all__ = ["APPO", "APPOConfig", "appo_loss"]
+
+TARGET_LOGP = "target_logp"
+
+
+@algorithm_config
+class APPOConfig(IMPALAConfig):
+    lr: float = field(1e-3, min=0, exclusive_min=True)
+    """Adam learning rate."""
+    clip_param: float = field(0.3, min=0, exclusive_min=True)
+    """Surrogate clip range."""
+    num_epochs: int = field(2, min=1)
+    """Passes over each batch (in row order)."""
+    target_update_frequency: int = field(2_048, min=1)
+    """Rows trained between refreshes of the target policy."""
+    kl_coeff: float = field(0.0, min=0)
+    """Weight of the KL(target || current) penalty."""
+
+
+def appo_loss(
+    model: ActorCritic, batch: Mapping[str, torch.Tensor], config: APPOConfig
+) -> tuple[torch.Tensor, dict[str, float]]:
+    dist = model.dist(batch[OBS])
+    logp = dist.log_prob(batch[ACTIONS])
+    target_logp = batch[TARGET_LOGP]
+    values, vs, adv = vtrace_targets(model, batch, target_logp, config)
+    is_ratio = torch.exp(target_logp - batch["action_logp"]).clamp(0.0, 2.0)
+    ratio = is_ratio * torch.exp(logp - target_logp)
+    surrogate = torch.min(adv * ratio, adv * ratio.clamp(1 - config.clip_param, 1 + config.clip_param))
+    vf_loss = 0.5 * ((vs - values) ** 2).mean()
+    entropy = dist.entropy().mean()
+    kl = (target_logp - logp).mean()  # sample estimate of KL(target || current) on target-ish actions
+    loss = -surrogate.mean() + config.vf_loss_coeff * vf_loss - config.entropy_coeff * entropy
+    if config.kl_coeff > 0:
+        loss = loss + config.kl_coeff * kl
+    return loss, {
+        "total_loss": float(loss.detach()),
+        "policy_loss": float(-surrogate.mean().detach()),
+        "vf_loss": float(vf_loss.detach()),
+        "entropy": float(entropy.detach()),
+        "kl": float(kl.detach()),
+    }
+
+
+class TargetSequencePolicy(SequencePolicy):
+    """A sequence policy with a target copy of its model (APPO's learner)."""
+
+    def __init__(self, *args: Any, num_epochs: int = 1, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.num_epochs = num_epochs
+        self.target_model = copy.deepcopy(self.model).requires_grad_(False)
+
+    def learn_on_batch(self, batch: SampleBatch, *_: Any, **__: Any) -> dict[str, float]:
+        with torch.no_grad():
+            obs, actions = torch.as_tensor(batch[OBS]), torch.as_tensor(batch[ACTIONS])
+            batch[TARGET_LOGP] = self.target_model.dist(obs).log_prob(actions).numpy()
+        return super().learn_on_batch(batch)
+
+    def update_target(self) -> None:
+        self.target_model.load_state_dict(self.model.state_dict())
+
+
+class APPO(IMPALA):
+    config_class = APPOConfig
+    name = "appo"
+    config: APPOConfig
+    loss = staticmethod(appo_loss)  # type: ignore[assignment]
+
+    def make_learner(self) -> TorchPolicy:
+        c = self.config
+        return TargetSequencePolicy(
+            self.observation_space,
+            self.action_space,
+            hidden=c.hidden,
+            lr=c.lr,
+            max_grad_norm=c.max_grad_norm,
+            loss=type(self).loss,
+            loss_config=c,
+            seed=c.seed,
+            num_epochs=c.num_epochs,
+        )
+
+    def execution_plan(self, workers: WorkerSet, learner: Any, config: Any) -> AsyncIterator[dict[str, Any]]:
+        rollouts = parallel_rollouts(workers, mode="async", num_async=config.num_async)
+        trained = train_async(rollouts, learner, queue_size=config.learner_queue_size)
+        trained = sync_weights(trained, learner, workers, to_source=True)
+        trained = update_target_network(trained, learner, config.target_update_frequency)
+        return report_metrics(once_per_steps(trained, config.timesteps_per_iteration))

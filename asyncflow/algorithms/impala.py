@@ -1,0 +1,143 @@
+"""IMPALA (Espeholt et al. 2018): asynchronous sampling, a V-trace learner
+that trains while sampling continues, and new weights back to the worker
+whose batch was trained.
+
+Plan (RLlib Flow, Fig. 6)::
+
+    parallel_rollouts(async) -> train_async (learner thread, bounded queue)
+        -> sync_weights(to_source) -> once_per_steps -> report_metrics
+
+Each worker's sample (``num_envs_per_worker`` sequences of
+``rollout_fragment_length`` steps) is one learner batch; V-trace corrects for
+the policy lag between the worker's weights and the learner's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Mapping
+from typing import Any
+
+import torch
+
+from ..flow import once_per_steps, parallel_rollouts, report_metrics
+from ..flow.learner import sync_weights, train_async
+from ..rl.policy import ActorCritic, TorchPolicy
+from ..rl.sample_batch import ACTIONS, DISCOUNTS, DONES, LOGP, NEXT_OBS, OBS, REWARDS, SampleBatch
+from ..rl.vtrace import vtrace
+from ..rl.worker_set import WorkerSet
+from ._base import Algorithm
+from ._config import AlgorithmConfig, algorithm_config, field
+
+__all__ = ["IMPALA", "IMPALAConfig", "SequencePolicy", "impala_loss", "vtrace_targets"]
+
+
+@algorithm_config
+class IMPALAConfig(AlgorithmConfig):
+    lr: float = field(1e-3, min=0, exclusive_min=True)
+    """Adam learning rate."""
+    rollout_fragment_length: int = field(32, min=2)
+    """Steps per sequence (V-trace runs over each sequence)."""
+    num_envs_per_worker: int = field(8, min=1)
+    """Sequences per worker sample (and per learner batch)."""
+    max_grad_norm: float | None = 40.0
+    """Clip the global gradient norm to this (None: no clipping)."""
+    num_async: int = field(2, min=1)
+    """Sample requests in flight per worker."""
+    learner_queue_size: int = field(4, min=1)
+    """Batches waiting for the learner before sampling is made to wait."""
+    vtrace_clip_rho: float = field(1.0, min=0)
+    """rho-bar: truncation of the importance weights in the value targets."""
+    vtrace_clip_pg_rho: float = field(1.0, min=0)
+    """Truncation of the importance weights in the policy gradient."""
+    vf_loss_coeff: float = field(0.5, min=0)
+    """Weight of the value loss."""
+    entropy_coeff: float = field(0.01, min=0)
+    """Weight of the entropy bonus."""
+    timesteps_per_iteration: int = field(2_000, min=1)
+    """Env steps sampled between two results."""
+
+
+def vtrace_targets(
+    model: ActorCritic, batch: Mapping[str, torch.Tensor], target_logp: torch.Tensor, config: Any
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """V-trace over the batch's sequences: ``(values, vs, pg_advantages)``, flat.
+
+    Rows are ``rollout_fragment_length``-step sequences, one after another.
+    """
+    steps = config.rollout_fragment_length
+
+    def seq(x: torch.Tensor) -> torch.Tensor:  # flat rows -> (T, B)
+        return x.reshape(-1, steps).T
+
+    values = model.value(batch[OBS])
+    with torch.no_grad():
+        next_values = model.value(batch[NEXT_OBS])
+        continues = ~seq(batch[DONES])
+        continues[-1] = False  # the next row starts another sequence
+        vs, pg_adv = vtrace(
+            seq(target_logp - batch[LOGP]),
+            seq(batch[DISCOUNTS]),
+            seq(batch[REWARDS]),
+            seq(values.detach()),
+            seq(next_values),
+            continues,
+            clip_rho=config.vtrace_clip_rho,
+            clip_pg_rho=config.vtrace_clip_pg_rho,
+        )
+    return values, vs.T.reshape(-1), pg_adv.T.reshape(-1)
+
+
+def impala_loss(
+    model: ActorCritic, batch: Mapping[str, torch.Tensor], config: IMPALAConfig
+) -> tuple[torch.Tensor, dict[str, float]]:
+    dist = model.dist(batch[OBS])
+    logp = dist.log_prob(batch[ACTIONS])
+    values, vs, pg_adv = vtrace_targets(model, batch, logp.detach(), config)
+    pi_loss = -(logp * pg_adv).mean()
+    vf_loss = 0.5 * ((vs - values) ** 2).mean()
+    entropy = dist.entropy().mean()
+    loss = pi_loss + config.vf_loss_coeff * vf_loss - config.entropy_coeff * entropy
+    return loss, {
+        "total_loss": float(loss.detach()),
+        "policy_loss": float(pi_loss.detach()),
+        "vf_loss": float(vf_loss.detach()),
+        "entropy": float(entropy.detach()),
+        "mean_rho": float(torch.exp(logp.detach() - batch[LOGP]).mean()),
+    }
+
+
+class SequencePolicy(TorchPolicy):
+    """A TorchPolicy that trains on whole batches in row order (sequences stay intact)."""
+
+    num_epochs = 1
+
+    def learn_on_batch(self, batch: SampleBatch, *_: Any, **__: Any) -> dict[str, float]:  # type: ignore[override]
+        return super().learn_on_batch(batch, self.num_epochs, None, 0, shuffle=False)
+
+
+class IMPALA(Algorithm):
+    config_class = IMPALAConfig
+    name = "impala"
+    loss = staticmethod(impala_loss)
+
+    def worker_options(self) -> dict[str, Any]:
+        return {"postprocess": "transitions"}
+
+    def make_learner(self) -> TorchPolicy:
+        c = self.config
+        return SequencePolicy(
+            self.observation_space,
+            self.action_space,
+            hidden=c.hidden,
+            lr=c.lr,
+            max_grad_norm=c.max_grad_norm,
+            loss=type(self).loss,
+            loss_config=c,
+            seed=c.seed,
+        )
+
+    def execution_plan(self, workers: WorkerSet, learner: Any, config: Any) -> AsyncIterator[dict[str, Any]]:
+        rollouts = parallel_rollouts(workers, mode="async", num_async=config.num_async)
+        trained = train_async(rollouts, learner, queue_size=config.learner_queue_size)
+        trained = sync_weights(trained, learner, workers, to_source=True)
+        return report_metrics(once_per_steps(trained, config.timesteps_per_iteration))

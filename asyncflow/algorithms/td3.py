@@ -1,0 +1,101 @@
+"""TD3 (Fujimoto et al. 2018) and DDPG (Lillicrap et al. 2016) on ``Box`` actions.
+
+TD3 adds three things to DDPG: twin critics (the smaller target wins),
+smoothing noise on the target action, and actor updates only every
+``policy_delay`` critic updates. ``DDPGConfig`` is ``TD3Config`` with the
+three switched off. Plan: the replay plan of ``_off_policy.py``; targets are
+updated softly inside the learner.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+import gymnasium as gym
+
+from ..rl.continuous import DeterministicPolicy, TD3Learner
+from ._config import algorithm_config, field
+from ._off_policy import ReplayAlgorithm, ReplayConfig
+
+__all__ = ["DDPG", "TD3", "DDPGConfig", "TD3Config"]
+
+
+@algorithm_config
+class TD3Config(ReplayConfig):
+    env: Any = "Pendulum-v1"
+    """A gymnasium id, or a callable that returns a gymnasium.Env (Box actions)."""
+    num_envs_per_worker: int = field(1, min=1)
+    """Sub-environments stepped by each worker."""
+    rollout_fragment_length: int = field(8, min=1)
+    """Steps per sub-environment in one ``sample()`` call."""
+    hidden: tuple[int, ...] = (128, 128)
+    """Hidden layer sizes of the actor and the critics."""
+    lr: float = field(1e-3, min=0, exclusive_min=True)
+    """Learning rate of the actor and the critics."""
+    tau: float = field(0.005, min=0, max=1)
+    """Soft target update rate."""
+    twin_q: bool = True
+    """Two critics; targets use the smaller."""
+    policy_delay: int = field(2, min=1)
+    """Critic updates per actor (and target) update."""
+    target_noise: float = field(0.2, min=0)
+    """Std of the smoothing noise on target actions (normalized units)."""
+    target_noise_clip: float = field(0.5, min=0)
+    """Bound of that noise."""
+    exploration_noise: float = field(0.1, min=0)
+    """Std of the Gaussian noise the workers add (normalized units)."""
+    train_batch_size: int = field(128, min=1)
+    """Rows per learner step."""
+    training_intensity: float = field(128.0, min=0, exclusive_min=True)
+    """Rows trained per row sampled: one learner step per env step by default."""
+    learning_starts: int = field(1_000, min=0)
+    """Transitions stored (with uniform random actions) before training begins."""
+
+
+@algorithm_config
+class DDPGConfig(TD3Config):
+    twin_q: bool = False
+    """Two critics; targets use the smaller."""
+    policy_delay: int = field(1, min=1)
+    """Critic updates per actor (and target) update."""
+    target_noise: float = field(0.0, min=0)
+    """Std of the smoothing noise on target actions (normalized units)."""
+
+
+class TD3(ReplayAlgorithm):
+    config_class = TD3Config
+    name = "td3"
+    action_spaces = (gym.spaces.Box,)
+    config: TD3Config
+
+    def worker_options(self) -> dict[str, Any]:
+        c = self.config
+        policy = functools.partial(
+            DeterministicPolicy,
+            hidden=c.hidden,
+            random_steps=c.learning_starts // max(c.num_workers, 1),
+            exploration_noise=c.exploration_noise,
+        )
+        return {"policy_factory": policy, "postprocess": "transitions", "n_step": c.n_step}
+
+    def make_learner(self) -> TD3Learner:
+        c = self.config
+        return TD3Learner(
+            self.observation_space,
+            self.action_space,
+            hidden=c.hidden,
+            actor_lr=c.lr,
+            critic_lr=c.lr,
+            tau=c.tau,
+            twin_q=c.twin_q,
+            policy_delay=c.policy_delay,
+            target_noise=c.target_noise,
+            target_noise_clip=c.target_noise_clip,
+            seed=c.seed,
+        )
+
+
+class DDPG(TD3):
+    config_class = DDPGConfig
+    name = "ddpg"

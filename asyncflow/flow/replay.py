@@ -1,0 +1,127 @@
+"""Replay operators: ``store_to_replay_buffer``, ``replay``, ``mix_in_replay``.
+
+A buffer is either local (a ``ReplayBuffer`` in the driver) or a list of
+replay actors (``ReplayActor`` shards in their own processes, as Ape-X uses).
+Replayed batches carry ``source`` (the buffer or shard they came from) and
+``batch_indexes``, so priorities can go back to where the rows live.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterable, AsyncIterator, Sequence
+
+import numpy as np
+
+from ..actors import ActorHandle
+from ..rl.replay_buffer import ReplayBuffer
+from ..rl.sample_batch import SampleBatch, concat_samples
+from ..rl.worker_set import WorkerSet
+from ._context import FlowContext, current_context
+from ._util import closing, named
+from .rollouts import _as_completed
+
+__all__ = ["mix_in_replay", "replay", "store_to_replay_buffer"]
+
+NUM_ROWS_STORED = "num_rows_stored"
+
+Buffers = ReplayBuffer | Sequence[ActorHandle]
+
+
+def _shards(buffer: Buffers) -> list[ActorHandle] | None:
+    if isinstance(buffer, ReplayBuffer):
+        return None
+    shards = list(buffer)
+    if not shards or not all(isinstance(s, ActorHandle) for s in shards):
+        raise TypeError("expected a ReplayBuffer or a non-empty list of replay actor handles")
+    return shards
+
+
+async def store_to_replay_buffer(
+    source: AsyncIterable[SampleBatch],
+    buffer: Buffers,
+    *,
+    learning_starts: int = 0,
+    ctx: FlowContext | None = None,
+) -> AsyncIterator[SampleBatch]:
+    """Add each batch to the buffer (to the shards in turn), then pass it on.
+
+    Nothing is passed on until ``learning_starts`` rows are stored: in a
+    round robin with a replay branch, the replay branch then never waits on
+    an empty buffer (RLlib signals "not ready" with a sentinel instead).
+    """
+    ctx = ctx or current_context()
+    shards = _shards(buffer)
+    with named("store_to_replay_buffer"):
+        turn = 0
+        async with closing(source) as batches:
+            async for batch in batches:
+                rows = SampleBatch(batch)  # the columns only: episode records stay with the flow
+                if shards is None:
+                    assert isinstance(buffer, ReplayBuffer)
+                    buffer.add(rows)
+                else:
+                    await shards[turn % len(shards)].call("add", rows)
+                    turn += 1
+                ctx.add(NUM_ROWS_STORED, len(rows))
+                if ctx.get(NUM_ROWS_STORED) >= learning_starts:
+                    yield batch
+
+
+async def replay(
+    buffer: Buffers,
+    batch_size: int,
+    *,
+    num_async: int = 1,
+    min_size: int = 1,
+) -> AsyncIterator[SampleBatch]:
+    """Sampled batches of ``batch_size`` rows, forever.
+
+    From a local buffer: waits (on the buffer's add notification, not by
+    polling) until it holds ``min_size`` rows. From replay actors: keeps
+    ``num_async`` requests in flight per shard; each shard answers once it
+    holds enough rows, and batches come out as they arrive.
+    """
+    if batch_size < 1:
+        raise ValueError(f"replay(): batch_size must be >= 1, not {batch_size}")
+    shards = _shards(buffer)
+    with named("replay"):
+        if shards is None:
+            assert isinstance(buffer, ReplayBuffer)
+            grown = asyncio.Event()
+            buffer.on_add(grown.set)
+            while True:
+                while len(buffer) < min_size:
+                    grown.clear()
+                    await grown.wait()
+                batch = buffer.sample(batch_size)
+                batch.source = buffer
+                yield batch
+        else:
+            async with closing(_as_completed(WorkerSet(shards), "replay", num_async, batch_size)) as results:
+                async for shard, batch in results:
+                    batch.source = shard
+                    yield batch
+
+
+async def mix_in_replay(
+    source: AsyncIterable[SampleBatch], buffer: ReplayBuffer, replay_proportion: float, *, seed: int = 0
+) -> AsyncIterator[SampleBatch]:
+    """Store each new batch and yield it together with replayed rows.
+
+    On average ``replay_proportion`` batches of the same size are replayed per
+    new batch (the fractional part is drawn at random): IMPALA's replay mixing.
+    """
+    if replay_proportion < 0:
+        raise ValueError(f"mix_in_replay(): replay_proportion must be >= 0, not {replay_proportion}")
+    rng = np.random.default_rng(seed)
+    with named("mix_in_replay"):
+        async with closing(source) as batches:
+            async for batch in batches:
+                buffer.add(SampleBatch(batch))
+                k = int(replay_proportion) + int(rng.random() < replay_proportion % 1)
+                replayed = [buffer.sample(len(batch)) for _ in range(k)]
+                keys = batch.keys()
+                mixed = concat_samples([batch, *(SampleBatch({c: r[c] for c in keys}) for r in replayed)])
+                mixed.source = batch.source
+                yield mixed

@@ -1,0 +1,222 @@
+"""Q-learning parts for DQN and Ape-X: a (dueling) Q network, the epsilon-greedy
+policy a worker runs, and the learner (double Q, n-step targets, importance
+weights from prioritized replay, a target network)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import torch
+from torch import nn
+
+from .nets import flat_parameters, load_flat_parameters, mlp, polyak_update
+from .optim import Adam
+from .policy import FlatWeights
+from .replay_buffer import WEIGHTS
+from .sample_batch import ACTIONS, DISCOUNTS, NEXT_OBS, OBS, REWARDS, SampleBatch
+
+__all__ = ["DQNLearner", "EpsilonGreedyPolicy", "QNetwork", "apex_epsilon", "apex_policy", "linear_schedule"]
+
+
+def linear_schedule(initial: float, final: float, steps: int, t: int) -> float:
+    """``initial`` at ``t=0``, moving linearly to ``final`` at ``t=steps``, then flat."""
+    if steps <= 0:
+        return final
+    return final + (initial - final) * max(0.0, 1.0 - t / steps)
+
+
+class QNetwork(nn.Module):
+    """An MLP torso with a plain or a dueling head (Wang et al. 2016):
+    ``Q = V + A - mean(A)``."""
+
+    def __init__(self, obs_dim: int, num_actions: int, hidden: Sequence[int], dueling: bool) -> None:
+        super().__init__()
+        self.dueling = dueling
+        *torso, last = [obs_dim, *hidden]
+        self.torso = mlp([*torso, last], nn.ReLU, float(np.sqrt(2)))
+        self.act = nn.ReLU()
+        self.advantage = mlp([last, num_actions], out_gain=0.01)
+        self.state_value = mlp([last, 1], out_gain=1.0) if dueling else None
+
+    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+        h = self.act(self.torso(obs))
+        a = self.advantage(h)
+        if self.state_value is None:
+            return a  # type: ignore[no-any-return]
+        return self.state_value(h) + a - a.mean(-1, keepdim=True)  # type: ignore[no-any-return]
+
+
+def _check_discrete(action_space: gym.Space[Any]) -> int:
+    if not isinstance(action_space, gym.spaces.Discrete):
+        raise TypeError(f"Q-learning needs Discrete actions, not {action_space}")
+    return int(action_space.n)
+
+
+class EpsilonGreedyPolicy:
+    """What a DQN worker runs: greedy in its Q network with probability ``1 - epsilon``.
+
+    ``epsilon`` follows a linear schedule over the steps *this worker* has
+    taken, or stays fixed (Ape-X gives each worker its own constant epsilon).
+    """
+
+    def __init__(
+        self,
+        observation_space: gym.Space[Any],
+        action_space: gym.Space[Any],
+        *,
+        seed: int = 0,
+        worker_index: int = 0,
+        hidden: Sequence[int] = (64, 64),
+        dueling: bool = True,
+        epsilon: tuple[float, float, int] | float = (1.0, 0.05, 10_000),
+    ) -> None:
+        n = _check_discrete(action_space)
+        torch.manual_seed(seed)
+        self.model = QNetwork(int(observation_space.shape[0]), n, hidden, dueling)  # type: ignore[index]
+        self.num_actions = n
+        self.epsilon_spec = epsilon
+        self.steps = 0
+        self.rng = np.random.default_rng(seed)
+        self.version = 0
+
+    @property
+    def epsilon(self) -> float:
+        if isinstance(self.epsilon_spec, tuple):
+            return linear_schedule(*self.epsilon_spec, t=self.steps)
+        return float(self.epsilon_spec)
+
+    @torch.no_grad()
+    def compute_actions(self, obs: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        q = self.model(torch.as_tensor(obs, dtype=torch.float32)).numpy()
+        actions = q.argmax(-1)
+        explore = self.rng.random(len(obs)) < self.epsilon
+        actions[explore] = self.rng.integers(0, self.num_actions, int(explore.sum()))
+        self.steps += len(obs)
+        zeros = np.zeros(len(obs), np.float32)
+        return actions, zeros, zeros
+
+    @torch.no_grad()
+    def greedy_actions(self, obs: np.ndarray) -> np.ndarray:
+        return self.model(torch.as_tensor(obs, dtype=torch.float32)).argmax(-1).numpy()  # type: ignore[no-any-return]
+
+    def env_actions(self, actions: np.ndarray) -> np.ndarray:
+        return actions
+
+    def get_weights(self) -> FlatWeights:
+        return FlatWeights(flat_parameters(self.model), self.version)
+
+    def set_weights(self, weights: FlatWeights) -> None:
+        load_flat_parameters(self.model, weights.vector)
+        self.version = weights.version
+
+
+class DQNLearner:
+    """Trains a Q network from replayed transitions.
+
+    The target is ``r_n + discount * Q_target(s', argmax_a Q(s', a))`` with
+    double Q (van Hasselt et al. 2016), or ``max_a Q_target(s', a)`` without.
+    ``discount`` comes with the batch (``gamma**k`` for a k-step return, 0 at
+    a termination). The Huber loss is weighted by the replay's importance
+    weights; ``learn_on_batch`` returns the absolute TD errors for priorities.
+    """
+
+    def __init__(
+        self,
+        observation_space: gym.Space[Any],
+        action_space: gym.Space[Any],
+        *,
+        hidden: Sequence[int] = (64, 64),
+        dueling: bool = True,
+        double_q: bool = True,
+        lr: float = 5e-4,
+        max_grad_norm: float | None = 10.0,
+        tau: float = 1.0,
+        seed: int = 0,
+    ) -> None:
+        n = _check_discrete(action_space)
+        torch.manual_seed(seed)
+        obs_dim = int(observation_space.shape[0])  # type: ignore[index]
+        self.model = QNetwork(obs_dim, n, hidden, dueling)
+        self.target = QNetwork(obs_dim, n, hidden, dueling)
+        self.target.load_state_dict(self.model.state_dict())
+        self.target.requires_grad_(False)
+        self.double_q = double_q
+        self.optimizer = Adam(self.model.parameters(), lr=lr)
+        self.max_grad_norm = max_grad_norm
+        self.tau = tau
+        self.version = 0
+        self.target_updates = 0
+
+    def learn_on_batch(self, batch: SampleBatch) -> dict[str, Any]:
+        obs = torch.as_tensor(batch[OBS])
+        actions = torch.as_tensor(batch[ACTIONS]).long()
+        rewards = torch.as_tensor(batch[REWARDS])
+        next_obs = torch.as_tensor(batch[NEXT_OBS])
+        discounts = torch.as_tensor(batch[DISCOUNTS])
+        weights = torch.as_tensor(batch[WEIGHTS]) if WEIGHTS in batch else torch.ones(len(batch))
+        q = self.model(obs).gather(1, actions[:, None]).squeeze(1)
+        with torch.no_grad():
+            target_q = self.target(next_obs)
+            if self.double_q:
+                best = self.model(next_obs).argmax(-1, keepdim=True)
+                next_q = target_q.gather(1, best).squeeze(1)
+            else:
+                next_q = target_q.max(-1).values
+            targets = rewards + discounts * next_q
+        td = q - targets
+        loss = (weights * nn.functional.huber_loss(q, targets, reduction="none")).mean()
+        self.optimizer.zero_grad()
+        loss.backward()  # type: ignore[no-untyped-call]
+        norm = (
+            float(nn.utils.clip_grad_norm_(self.model.parameters(), self.max_grad_norm))
+            if self.max_grad_norm is not None
+            else 0.0
+        )
+        self.optimizer.step()
+        self.version += 1
+        return {
+            "loss": float(loss.detach()),
+            "mean_q": float(q.detach().mean()),
+            "mean_td_error": float(td.detach().abs().mean()),
+            "grad_norm": norm,
+            "td_error": td.detach().abs().numpy(),
+        }
+
+    def update_target(self) -> None:
+        polyak_update(self.target, self.model, self.tau)
+        self.target_updates += 1
+
+    def get_weights(self) -> FlatWeights:
+        return FlatWeights(flat_parameters(self.model), self.version)
+
+    def set_weights(self, weights: FlatWeights) -> None:
+        load_flat_parameters(self.model, weights.vector)
+        self.version = weights.version
+
+
+def apex_epsilon(worker_index: int, num_workers: int, base: float = 0.4, alpha: float = 7.0) -> float:
+    """Ape-X's fixed per-worker epsilon (Horgan et al. 2018): ``base ** (1 + alpha * i / (N - 1))``
+    for workers ``i = 0 .. N-1`` (``worker_index`` counts from 1)."""
+    i = worker_index - 1
+    return base ** (1 + alpha * i / (num_workers - 1)) if num_workers > 1 else base
+
+
+def apex_policy(
+    observation_space: gym.Space[Any],
+    action_space: gym.Space[Any],
+    *,
+    seed: int = 0,
+    worker_index: int = 1,
+    num_workers: int = 1,
+    base: float = 0.4,
+    alpha: float = 7.0,
+    **kwargs: Any,
+) -> EpsilonGreedyPolicy:
+    """An epsilon-greedy policy with the worker's own constant Ape-X epsilon."""
+    epsilon = apex_epsilon(worker_index, num_workers, base, alpha)
+    return EpsilonGreedyPolicy(
+        observation_space, action_space, seed=seed, worker_index=worker_index, epsilon=epsilon, **kwargs
+    )

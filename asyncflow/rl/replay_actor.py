@@ -1,0 +1,53 @@
+"""``ReplayActor``: a replay buffer served from its own process (one Ape-X shard).
+
+``replay(n)`` is an ``async`` method: it waits on the actor's own event loop
+until the shard holds ``learning_starts`` rows, so a plan can keep requests
+in flight from the start without polling.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+import numpy as np
+
+from .replay_buffer import PrioritizedReplayBuffer, ReplayBuffer
+from .sample_batch import SampleBatch
+
+__all__ = ["ReplayActor"]
+
+
+class ReplayActor:
+    def __init__(
+        self,
+        capacity: int,
+        *,
+        prioritized: bool = True,
+        alpha: float = 0.6,
+        beta: float = 0.4,
+        learning_starts: int = 1,
+        seed: int = 0,
+    ) -> None:
+        self.buffer: ReplayBuffer = (
+            PrioritizedReplayBuffer(capacity, alpha=alpha, beta=beta, seed=seed)
+            if prioritized
+            else ReplayBuffer(capacity, seed=seed)
+        )
+        self.learning_starts = max(1, learning_starts)
+        self._ready = asyncio.Event()
+
+    def add(self, batch: SampleBatch) -> int:
+        self.buffer.add(batch)
+        if len(self.buffer) >= self.learning_starts:
+            self._ready.set()
+        return len(self.buffer)
+
+    async def replay(self, n: int) -> SampleBatch:
+        await self._ready.wait()
+        return self.buffer.sample(n)
+
+    def update_priorities(self, indexes: np.ndarray, td_errors: np.ndarray) -> None:
+        self.buffer.update_priorities(indexes, td_errors)
+
+    def stats(self) -> dict[str, object]:
+        return self.buffer.state()

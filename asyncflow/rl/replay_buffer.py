@@ -1,0 +1,142 @@
+"""Replay buffers: uniform, and prioritized (Schaul et al. 2016, proportional).
+
+Storage is one preallocated numpy array per column, written as a ring: adding
+a batch copies its rows in (wrapping around), and sampling gathers rows by
+index. Both buffers are plain classes; ``ReplayActor`` (replay_actor.py)
+serves one from its own process.
+
+Sampled batches carry ``batch_indexes`` (the rows they came from) and
+``weights`` (importance weights; all ones for the uniform buffer), so a
+learner can use one loss for both and send TD errors back with
+``update_priorities``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+
+from .sample_batch import SampleBatch
+from .sum_tree import MinTree, SumTree
+
+__all__ = ["BATCH_INDEXES", "WEIGHTS", "PrioritizedReplayBuffer", "ReplayBuffer"]
+
+BATCH_INDEXES = "batch_indexes"
+WEIGHTS = "weights"
+
+
+class ReplayBuffer:
+    """A FIFO ring of transitions, sampled uniformly with replacement."""
+
+    def __init__(self, capacity: int, *, seed: int = 0) -> None:
+        if capacity < 1:
+            raise ValueError(f"ReplayBuffer: capacity must be >= 1, not {capacity}")
+        self.capacity = capacity
+        self._columns: dict[str, np.ndarray] = {}
+        self._next = 0
+        self._size = 0
+        self.rng = np.random.default_rng(seed)
+        self.added = 0
+        self.sampled = 0
+        self._listeners: list[Callable[[], None]] = []
+
+    def __len__(self) -> int:
+        return self._size
+
+    def on_add(self, callback: Callable[[], None]) -> None:
+        """Call ``callback()`` after every ``add`` (lets an operator wait without polling)."""
+        self._listeners.append(callback)
+
+    def add(self, batch: SampleBatch) -> np.ndarray:
+        """Copy ``batch``'s rows in, overwriting the oldest; return their slots."""
+        n = len(batch)
+        if n == 0:
+            return np.zeros(0, np.int64)
+        if not self._columns:
+            self._columns = {k: np.zeros((self.capacity, *v.shape[1:]), v.dtype) for k, v in batch.items()}
+        elif batch.keys() != self._columns.keys():
+            raise ValueError(f"replay buffer holds columns {sorted(self._columns)}, got {sorted(batch)}")
+        if n > self.capacity:  # only the newest rows fit
+            batch = batch.slice(n - self.capacity, n)
+            n = self.capacity
+        slots = (self._next + np.arange(n)) % self.capacity
+        for k, column in self._columns.items():
+            column[slots] = batch[k]
+        self._next = int((self._next + n) % self.capacity)
+        self._size = min(self._size + n, self.capacity)
+        self.added += n
+        self._on_new_slots(slots)
+        for callback in self._listeners:
+            callback()
+        return slots
+
+    def _on_new_slots(self, slots: np.ndarray) -> None:
+        pass
+
+    def _gather(self, index: np.ndarray, weights: np.ndarray) -> SampleBatch:
+        self.sampled += len(index)
+        columns = {k: v[index] for k, v in self._columns.items()}
+        columns[BATCH_INDEXES] = index
+        columns[WEIGHTS] = weights.astype(np.float32)
+        return SampleBatch(columns)
+
+    def sample(self, n: int) -> SampleBatch:
+        if self._size == 0:
+            raise ValueError("cannot sample from an empty replay buffer")
+        index = self.rng.integers(0, self._size, n)
+        return self._gather(index, np.ones(n))
+
+    def update_priorities(self, indexes: np.ndarray, td_errors: np.ndarray) -> None:
+        """Uniform replay has no priorities; accepted so learners need not care."""
+
+    def state(self) -> dict[str, object]:
+        return {"size": self._size, "added": self.added, "sampled": self.sampled}
+
+
+class PrioritizedReplayBuffer(ReplayBuffer):
+    """Proportional prioritization: row ``i`` is drawn with probability
+    ``p_i**alpha / sum_j p_j**alpha``; ``sample`` returns importance weights
+    ``(N * P(i))**-beta`` divided by the largest possible weight, so they are <= 1.
+
+    New rows get the largest priority seen so far, so each is replayed soon.
+    """
+
+    def __init__(
+        self, capacity: int, *, alpha: float = 0.6, beta: float = 0.4, eps: float = 1e-6, seed: int = 0
+    ) -> None:
+        super().__init__(capacity, seed=seed)
+        if alpha < 0 or beta < 0:
+            raise ValueError(f"PrioritizedReplayBuffer: alpha and beta must be >= 0, got {alpha}, {beta}")
+        self.alpha, self.beta, self.eps = alpha, beta, eps
+        self._sums = SumTree(capacity)
+        self._mins = MinTree(capacity)
+        self._max_priority = 1.0
+
+    def _on_new_slots(self, slots: np.ndarray) -> None:
+        p = self._max_priority**self.alpha
+        self._sums[slots] = p
+        self._mins[slots] = p
+
+    def sample(self, n: int, beta: float | None = None) -> SampleBatch:
+        if self._size == 0:
+            raise ValueError("cannot sample from an empty replay buffer")
+        beta = self.beta if beta is None else beta
+        total = self._sums.total()
+        # Stratified: one draw from each of n equal slices of the total mass.
+        prefix = (np.arange(n) + self.rng.random(n)) * (total / n)
+        index = np.minimum(self._sums.find_prefix(prefix), self._size - 1)
+        probs = self._sums[index] / total
+        min_prob = self._mins.min() / total
+        weights = (probs * self._size) ** -beta / (min_prob * self._size) ** -beta
+        return self._gather(index, weights)
+
+    def priorities(self, indexes: np.ndarray) -> np.ndarray:
+        """The stored ``p**alpha`` of the given rows."""
+        return self._sums[indexes]
+
+    def update_priorities(self, indexes: np.ndarray, td_errors: np.ndarray) -> None:
+        priorities = np.abs(np.asarray(td_errors, np.float64)) + self.eps
+        self._max_priority = max(self._max_priority, float(priorities.max(initial=0.0)))
+        self._sums[indexes] = priorities**self.alpha
+        self._mins[indexes] = priorities**self.alpha
