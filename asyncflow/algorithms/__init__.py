@@ -12,6 +12,7 @@ from .pg import PG, PGConfig
 from .ppo import PPO, PPOConfig
 from .sac import SAC, SACConfig
 from .td3 import DDPG, TD3, DDPGConfig, TD3Config
+from .two_trainer import TwoTrainer, TwoTrainerConfig
 
 ALGORITHMS: dict[str, type[Algorithm]] = {
     "pg": PG,
@@ -25,6 +26,7 @@ ALGORITHMS: dict[str, type[Algorithm]] = {
     "sac": SAC,
     "ddpg": DDPG,
     "td3": TD3,
+    "two_trainer": TwoTrainer,
 }
 
 __all__ = [
@@ -52,5 +54,7 @@ __all__ = [
     "PPOConfig",
     "SACConfig",
     "TD3Config",
+    "TwoTrainer",
+    "TwoTrainerConfig",
     "DDPGConfig",
 ]

@@ -13,12 +13,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable
 from typing import Any, ClassVar
 
 import gymnasium as gym
 
-from ..actors import Runtime, open_runtime
+from ..actors import ActorHandle, Runtime, open_runtime
 from ..errors import ConfigError
 from ..flow._context import FlowContext, _current
 from ..rl.env import probe_spaces
@@ -49,18 +49,21 @@ class Algorithm:
                 f"{type(self).__name__} needs a {self.config_class.__name__}, not {type(config).__name__}"
             )
         self.config = config
-        # Checked here, in the driver, before any process starts.
-        self.observation_space, self.action_space = probe_spaces(config.env)
-        check_spaces(self.observation_space, self.action_space)
-        if not isinstance(self.action_space, self.action_spaces):
-            kinds = " or ".join(t.__name__ for t in self.action_spaces)
-            raise ConfigError(f"env: {type(self).__name__} needs {kinds} actions, not {self.action_space}")
+        self.check_env()  # in the driver, before any process starts
         self.ctx = FlowContext()
         self.runtime: Runtime | None = None
         self.workers = WorkerSet([])
         self.learner: Any = None
         self._stack = contextlib.AsyncExitStack()
         self._plan: AsyncIterator[dict[str, Any]] | None = None
+
+    def check_env(self) -> None:
+        """Build the environment once to learn its spaces; raise ConfigError if they do not fit."""
+        self.observation_space, self.action_space = probe_spaces(self.config.env)
+        check_spaces(self.observation_space, self.action_space)
+        if not isinstance(self.action_space, self.action_spaces):
+            kinds = " or ".join(t.__name__ for t in self.action_spaces)
+            raise ConfigError(f"env: {type(self).__name__} needs {kinds} actions, not {self.action_space}")
 
     # -- lifecycle -------------------------------------------------------
 
@@ -113,8 +116,18 @@ class Algorithm:
         c = self.config
         runtime = await self._stack.enter_async_context(open_runtime("process" if c.num_workers > 0 else "local"))
         self.runtime = runtime
+        spawns = self.spawn_workers(runtime)
+        self.learner = self.make_learner()
+        self.workers = WorkerSet(await asyncio.gather(*spawns))
+        await self.workers.broadcast(self.learner.get_weights())  # one starting point everywhere
+        await self.setup(runtime)
+        self.ctx = FlowContext(start_time=time.perf_counter(), smoothing_episodes=c.metrics_smoothing_episodes)
+
+    def spawn_workers(self, runtime: Runtime) -> list[Awaitable[ActorHandle]]:
+        """Start the rollout workers (awaitables, gathered while the learner is built)."""
+        c = self.config
         loss: LossFn = type(self).loss
-        spawns = [
+        return [
             runtime.spawn(
                 RolloutWorker,
                 c.env,
@@ -134,11 +147,6 @@ class Algorithm:
             )
             for i in range(max(c.num_workers, 1))
         ]
-        self.learner = self.make_learner()
-        self.workers = WorkerSet(await asyncio.gather(*spawns))
-        await self.workers.broadcast(self.learner.get_weights())  # one starting point everywhere
-        await self.setup(runtime)
-        self.ctx = FlowContext(start_time=time.perf_counter(), smoothing_episodes=c.metrics_smoothing_episodes)
 
     # -- training --------------------------------------------------------
 

@@ -45,6 +45,7 @@ class FlowContext:
     def __post_init__(self) -> None:
         self.episode_returns: deque[float] = deque(maxlen=self.smoothing_episodes)
         self.episode_lengths: deque[int] = deque(maxlen=self.smoothing_episodes)
+        self.policy_returns: dict[str, deque[float]] = {}
 
     def add(self, counter: str, n: int) -> None:
         self.counters[counter] = self.counters.get(counter, 0) + n
@@ -56,6 +57,11 @@ class FlowContext:
         self.episode_returns.extend(returns)
         self.episode_lengths.extend(lengths)
         self.episodes_total += len(returns)
+
+    def record_policy_returns(self, returns: dict[str, list[float]]) -> None:
+        """Each agent's own episode return, by the policy that controlled it."""
+        for pid, values in returns.items():
+            self.policy_returns.setdefault(pid, deque(maxlen=self.smoothing_episodes)).extend(values)
 
     @contextlib.contextmanager
     def timer(self, name: str) -> Iterator[None]:

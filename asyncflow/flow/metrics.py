@@ -71,6 +71,7 @@ async def report_metrics(source: AsyncIterable[Any], ctx: FlowContext | None = N
                     "time_this_iter_s": elapsed,
                     "time_total_s": now - ctx.start_time,
                     "num_workers_restarted": ctx.workers_restarted,
+                    "policy_return_mean": {p: float(np.mean(r)) for p, r in ctx.policy_returns.items() if r},
                     "timers": {f"{k}_time_ms": 1000 * t.mean_s for k, t in ctx.timers.items()},
                     "learner": dict(ctx.learner_info),
                     "counters": dict(ctx.counters),

@@ -42,6 +42,7 @@ async def store_to_replay_buffer(
     buffer: Buffers,
     *,
     learning_starts: int = 0,
+    min_replay_ratio: float | None = None,
     ctx: FlowContext | None = None,
 ) -> AsyncIterator[SampleBatch]:
     """Add each batch to the buffer (to the shards in turn), then pass it on.
@@ -49,19 +50,39 @@ async def store_to_replay_buffer(
     Nothing is passed on until ``learning_starts`` rows are stored: in a
     round robin with a replay branch, the replay branch then never waits on
     an empty buffer (RLlib signals "not ready" with a sentinel instead).
+
+    ``min_replay_ratio`` (local buffer) holds a batch back until the rows
+    replayed reach that many times the rows added beyond
+    ``learning_starts``: with ``replay(max_replay_ratio=...)`` on the other
+    side, sampling and training keep a fixed ratio while running freely in
+    an ``async`` plan (Reverb's sample-to-insert rate limiter). Pick
+    ``learning_starts >= batch_size / ratio`` so both sides can always move.
     """
     ctx = ctx or current_context()
     shards = _shards(buffer)
+    calls = WorkerSet(shards or [])  # retries on a shard that was restarted
     with named("store_to_replay_buffer"):
         turn = 0
+        replayed = asyncio.Event()
+        if shards is None and min_replay_ratio is not None:
+            assert isinstance(buffer, ReplayBuffer)
+            buffer.on_change(replayed.set)
+
+        def behind() -> bool:
+            assert isinstance(buffer, ReplayBuffer) and min_replay_ratio is not None
+            return buffer.sampled < min_replay_ratio * (buffer.added - learning_starts)
+
         async with closing(source) as batches:
             async for batch in batches:
                 rows = SampleBatch(batch)  # the columns only: episode records stay with the flow
                 if shards is None:
                     assert isinstance(buffer, ReplayBuffer)
+                    while min_replay_ratio is not None and behind():
+                        replayed.clear()
+                        await replayed.wait()
                     buffer.add(rows)
                 else:
-                    await shards[turn % len(shards)].call("add", rows)
+                    await calls.call(shards[turn % len(shards)], "add", rows)
                     turn += 1
                 ctx.add(NUM_ROWS_STORED, len(rows))
                 if ctx.get(NUM_ROWS_STORED) >= learning_starts:
@@ -74,11 +95,15 @@ async def replay(
     *,
     num_async: int = 1,
     min_size: int = 1,
+    max_replay_ratio: float | None = None,
 ) -> AsyncIterator[SampleBatch]:
     """Sampled batches of ``batch_size`` rows, forever.
 
     From a local buffer: waits (on the buffer's add notification, not by
-    polling) until it holds ``min_size`` rows. From replay actors: keeps
+    polling) until it holds ``min_size`` rows, and, with
+    ``max_replay_ratio``, until replaying one more batch keeps the rows
+    replayed at most that many times the rows added (a rate limiter for
+    plans whose branches run freely). From replay actors: keeps
     ``num_async`` requests in flight per shard; each shard answers once it
     holds enough rows, and batches come out as they arrive.
     """
@@ -89,9 +114,14 @@ async def replay(
         if shards is None:
             assert isinstance(buffer, ReplayBuffer)
             grown = asyncio.Event()
-            buffer.on_add(grown.set)
+            buffer.on_change(grown.set)
+            def allowed() -> bool:
+                if len(buffer) < min_size:
+                    return False
+                return max_replay_ratio is None or buffer.sampled + batch_size <= max_replay_ratio * buffer.added
+
             while True:
-                while len(buffer) < min_size:
+                while not allowed():
                     grown.clear()
                     await grown.wait()
                 batch = buffer.sample(batch_size)

@@ -10,18 +10,27 @@ from typing import Any, Literal
 import numpy as np
 
 from ..actors import ActorHandle
-from ..rl.sample_batch import SampleBatch, concat_samples
+from ..rl.sample_batch import MultiAgentBatch, SampleBatch, concat_samples
 from ..rl.worker_set import WorkerSet
-from ._context import NUM_ENV_STEPS_SAMPLED, FlowContext, current_context
+from ._context import NUM_AGENT_STEPS_SAMPLED, NUM_ENV_STEPS_SAMPLED, FlowContext, current_context
 from ._util import closing, named
 
 __all__ = ["GradientsItem", "async_gradients", "parallel_rollouts"]
 
 
-def _record(ctx: FlowContext, batch: SampleBatch, workers: WorkerSet) -> None:
+def _record(ctx: FlowContext, batch: SampleBatch | MultiAgentBatch, workers: WorkerSet) -> None:
     ctx.add(NUM_ENV_STEPS_SAMPLED, len(batch))
     ctx.record_episodes(batch.episode_returns, batch.episode_lengths)
+    if isinstance(batch, MultiAgentBatch):
+        ctx.add(NUM_AGENT_STEPS_SAMPLED, batch.agent_steps)
+        ctx.record_policy_returns(batch.policy_returns)
     ctx.workers_restarted = workers.restarted
+
+
+def _concat(parts: list[Any]) -> Any:
+    if parts and isinstance(parts[0], MultiAgentBatch):
+        return MultiAgentBatch.concat(parts)
+    return concat_samples(parts)
 
 
 async def parallel_rollouts(
@@ -45,7 +54,7 @@ async def parallel_rollouts(
             while True:
                 with ctx.timer("sample"):
                     parts = await asyncio.gather(*(workers.call(w, "sample") for w in workers.workers))
-                batch = concat_samples(parts)
+                batch = _concat(parts)
                 _record(ctx, batch, workers)
                 yield batch
         else:

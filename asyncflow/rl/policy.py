@@ -21,7 +21,7 @@ from .nets import mlp
 from .optim import Adam
 from .sample_batch import SampleBatch
 
-__all__ = ["ActorCritic", "FlatWeights", "LossFn", "TorchPolicy", "check_spaces"]
+__all__ = ["ActorCritic", "FlatWeights", "LossFn", "TorchPolicy", "actor_critic_policy", "check_spaces"]
 
 LossFn = Callable[["ActorCritic", Mapping[str, torch.Tensor], Any], tuple[torch.Tensor, dict[str, float]]]
 
@@ -218,3 +218,15 @@ class TorchPolicy:
     def set_weights(self, weights: FlatWeights) -> None:
         nn.utils.vector_to_parameters(torch.as_tensor(weights.vector), self.model.parameters())
         self.version = weights.version
+
+
+def actor_critic_policy(
+    observation_space: gym.Space[Any],
+    action_space: gym.Space[Any],
+    *,
+    seed: int = 0,
+    worker_index: int = 0,
+    hidden: Sequence[int] = (64, 64),
+) -> TorchPolicy:
+    """A sampling-only actor-critic policy (a ``PolicySpec`` factory)."""
+    return TorchPolicy(observation_space, action_space, hidden=hidden, seed=seed)

@@ -49,5 +49,11 @@ class ReplayActor:
     def update_priorities(self, indexes: np.ndarray, td_errors: np.ndarray) -> None:
         self.buffer.update_priorities(indexes, td_errors)
 
+    def priorities(self, indexes: np.ndarray) -> np.ndarray:
+        """Stored ``p**alpha`` of the given rows (prioritized shards only)."""
+        if not isinstance(self.buffer, PrioritizedReplayBuffer):
+            raise TypeError("a uniform replay shard has no priorities")
+        return self.buffer.priorities(indexes)
+
     def stats(self) -> dict[str, object]:
         return self.buffer.state()

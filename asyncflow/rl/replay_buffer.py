@@ -44,9 +44,16 @@ class ReplayBuffer:
     def __len__(self) -> int:
         return self._size
 
-    def on_add(self, callback: Callable[[], None]) -> None:
-        """Call ``callback()`` after every ``add`` (lets an operator wait without polling)."""
+    def on_change(self, callback: Callable[[], None]) -> None:
+        """Call ``callback()`` after every ``add`` and ``sample`` (lets an operator wait without polling)."""
         self._listeners.append(callback)
+
+    def remove_listener(self, callback: Callable[[], None]) -> None:
+        self._listeners.remove(callback)
+
+    def _changed(self) -> None:
+        for callback in self._listeners:
+            callback()
 
     def add(self, batch: SampleBatch) -> np.ndarray:
         """Copy ``batch``'s rows in, overwriting the oldest; return their slots."""
@@ -67,8 +74,7 @@ class ReplayBuffer:
         self._size = min(self._size + n, self.capacity)
         self.added += n
         self._on_new_slots(slots)
-        for callback in self._listeners:
-            callback()
+        self._changed()
         return slots
 
     def _on_new_slots(self, slots: np.ndarray) -> None:
@@ -79,6 +85,7 @@ class ReplayBuffer:
         columns = {k: v[index] for k, v in self._columns.items()}
         columns[BATCH_INDEXES] = index
         columns[WEIGHTS] = weights.astype(np.float32)
+        self._changed()
         return SampleBatch(columns)
 
     def sample(self, n: int) -> SampleBatch:

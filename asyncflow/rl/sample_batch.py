@@ -109,26 +109,77 @@ def concat_samples(batches: Sequence[SampleBatch]) -> SampleBatch:
 
 
 class MultiAgentBatch:
-    """One ``SampleBatch`` per policy id, plus the env steps they came from."""
+    """One ``SampleBatch`` per policy id, plus the env steps they came from.
 
-    def __init__(self, policy_batches: Mapping[str, SampleBatch], env_steps: int) -> None:
+    Episode records: ``episode_returns`` sums every agent's reward per
+    episode; ``policy_returns[pid]`` holds each agent's own return, grouped
+    by the policy that controlled it.
+    """
+
+    def __init__(
+        self,
+        policy_batches: Mapping[str, SampleBatch],
+        env_steps: int,
+        *,
+        episode_returns: Sequence[float] = (),
+        episode_lengths: Sequence[int] = (),
+        policy_returns: Mapping[str, Sequence[float]] | None = None,
+    ) -> None:
         self.policy_batches = dict(policy_batches)
         self.env_steps = env_steps
+        self.episode_returns = list(episode_returns)
+        self.episode_lengths = list(episode_lengths)
+        self.policy_returns = {p: list(r) for p, r in (policy_returns or {}).items()}
+        self.source: Any = None
 
     def __len__(self) -> int:
         return self.env_steps
+
+    def __reduce__(self) -> Any:
+        return _rebuild_multi, (
+            self.policy_batches,
+            self.env_steps,
+            self.episode_returns,
+            self.episode_lengths,
+            self.policy_returns,
+        )
 
     @property
     def agent_steps(self) -> int:
         return sum(len(b) for b in self.policy_batches.values())
 
     def select(self, policy_ids: Sequence[str]) -> MultiAgentBatch:
-        return MultiAgentBatch({p: b for p, b in self.policy_batches.items() if p in policy_ids}, self.env_steps)
+        return MultiAgentBatch(
+            {p: b for p, b in self.policy_batches.items() if p in policy_ids},
+            self.env_steps,
+            episode_returns=self.episode_returns,
+            episode_lengths=self.episode_lengths,
+            policy_returns={p: r for p, r in self.policy_returns.items() if p in policy_ids},
+        )
 
     @staticmethod
     def concat(batches: Sequence[MultiAgentBatch]) -> MultiAgentBatch:
         ids = sorted({p for b in batches for p in b.policy_batches})
+        returns: dict[str, list[float]] = {}
+        for b in batches:
+            for p, r in b.policy_returns.items():
+                returns.setdefault(p, []).extend(r)
         return MultiAgentBatch(
             {p: concat_samples([b.policy_batches[p] for b in batches if p in b.policy_batches]) for p in ids},
             sum(b.env_steps for b in batches),
+            episode_returns=[r for b in batches for r in b.episode_returns],
+            episode_lengths=[n for b in batches for n in b.episode_lengths],
+            policy_returns=returns,
         )
+
+
+def _rebuild_multi(
+    policy_batches: dict[str, SampleBatch],
+    env_steps: int,
+    returns: list[float],
+    lengths: list[int],
+    policy_returns: dict[str, list[float]],
+) -> MultiAgentBatch:
+    return MultiAgentBatch(
+        policy_batches, env_steps, episode_returns=returns, episode_lengths=lengths, policy_returns=policy_returns
+    )

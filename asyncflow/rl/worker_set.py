@@ -20,7 +20,7 @@ __all__ = ["WorkerSet"]
 class WorkerSet:
     def __init__(self, workers: Sequence[ActorHandle]) -> None:
         self.workers = list(workers)
-        self.latest_weights: FlatWeights | None = None
+        self.latest_weights: FlatWeights | dict[str, FlatWeights] | None = None
         self.restarted = 0
         self._restarts_seen: dict[str, int] = {}
 
@@ -47,12 +47,19 @@ class WorkerSet:
         if self.latest_weights is not None:
             await worker.call("set_weights", self.latest_weights)
 
-    async def broadcast(self, weights: FlatWeights, to: Sequence[ActorHandle] | None = None) -> None:
+    async def broadcast(
+        self, weights: FlatWeights | dict[str, FlatWeights], to: Sequence[ActorHandle] | None = None
+    ) -> None:
         """Send ``weights`` to every worker (or to ``to``).
 
         The weights are one flat array: pickling it is trivial and its bytes
-        travel out of band, copied once into each worker's ring.
+        travel out of band, copied once into each worker's ring. Multi-agent
+        workers take ``{policy_id: weights}``; the latest of each policy is
+        kept for workers that restart.
         """
-        self.latest_weights = weights
+        if isinstance(weights, dict) and isinstance(self.latest_weights, dict):
+            self.latest_weights = {**self.latest_weights, **weights}
+        else:
+            self.latest_weights = weights
         targets = self.workers if to is None else to
         await asyncio.gather(*(self.call(w, "set_weights", weights) for w in targets))

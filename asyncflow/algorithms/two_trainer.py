@@ -1,0 +1,221 @@
+"""Two trainers, one environment: a PPO policy and a DQN policy learn side by
+side from the same multi-agent rollouts (RLlib Flow, Fig. 9: the composition
+that a user of a monolithic trainer could not write).
+
+Plan::
+
+    rollouts = parallel_rollouts(bulk_sync)                      # MultiAgentBatch
+    ppo_rollouts, dqn_rollouts = duplicate(rollouts, 2)
+    ppo: select_experiences(ppo_policy) -> concat_batches -> standardize_fields -> train_one_step
+    dqn store: select_experiences(dqn_policy) -> store_to_replay_buffer
+    dqn train: replay(rate-limited) -> train_step -> sync_weights -> update_target_network
+    concurrently([ppo, dqn store, dqn train], async) -> once_per_steps -> report_metrics
+
+Each policy's experiences reach only its own learner; each learner sends
+its weights to the workers under its own policy id. The replay branch is
+rate-limited (``dqn_training_intensity`` rows replayed per row stored), so
+the three branches can run freely without one starving the others.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable
+from typing import Any
+
+import gymnasium as gym
+
+from ..actors import ActorHandle, Runtime
+from ..errors import ConfigError
+from ..flow import (
+    concat_batches,
+    concurrently,
+    duplicate,
+    once_per_steps,
+    parallel_rollouts,
+    report_metrics,
+    select_experiences,
+    standardize_fields,
+    train_one_step,
+)
+from ..flow.learner import sync_weights, train_step, update_target_network
+from ..flow.replay import replay, store_to_replay_buffer
+from ..rl.multi_agent import MultiAgentCartPole, make_multi_agent_env
+from ..rl.multi_agent_worker import MultiAgentRolloutWorker, PolicySpec
+from ..rl.policy import FlatWeights, TorchPolicy, actor_critic_policy, check_spaces
+from ..rl.q_learning import DQNLearner, EpsilonGreedyPolicy
+from ..rl.replay_buffer import PrioritizedReplayBuffer
+from ..rl.sample_batch import MultiAgentBatch, SampleBatch
+from ..rl.worker_set import WorkerSet
+from ._base import Algorithm
+from ._config import AlgorithmConfig, algorithm_config, field
+from .ppo import PPOConfig, ppo_loss
+
+__all__ = ["DQN_POLICY", "PPO_POLICY", "TwoTrainer", "TwoTrainerConfig", "two_agent_cartpole"]
+
+PPO_POLICY = "ppo_policy"
+DQN_POLICY = "dqn_policy"
+
+
+def two_agent_cartpole() -> MultiAgentCartPole:
+    return MultiAgentCartPole(num_agents=2)
+
+
+def alternate_ppo_dqn(agent_id: str) -> str:
+    """Agents whose id ends in an even number go to PPO, the others to DQN."""
+    digits = "".join(c for c in agent_id if c.isdigit())
+    return PPO_POLICY if not digits or int(digits) % 2 == 0 else DQN_POLICY
+
+
+@algorithm_config
+class TwoTrainerConfig(AlgorithmConfig):
+    env: Any = two_agent_cartpole
+    """A callable returning a MultiAgentEnv or a PettingZoo ParallelEnv."""
+    policy_mapping_fn: Callable[[str], str] = alternate_ppo_dqn
+    """Agent id -> "ppo_policy" or "dqn_policy" (a module-level function: it is sent to workers)."""
+    rollout_fragment_length: int = field(256, min=1)
+    """Env steps per worker sample."""
+    ppo_lr: float = field(3e-3, min=0, exclusive_min=True)
+    """Learning rate of the PPO policy."""
+    ppo_train_batch_size: int = field(1024, min=1)
+    """PPO rows per training batch."""
+    ppo_minibatch_size: int = field(128, min=1)
+    """PPO SGD minibatch."""
+    ppo_num_epochs: int = field(5, min=1)
+    """PPO passes over each batch."""
+    dqn_lr: float = field(1e-3, min=0, exclusive_min=True)
+    """Learning rate of the DQN policy."""
+    dqn_hidden: tuple[int, ...] = (128, 128)
+    """Hidden layers of the Q network."""
+    dqn_n_step: int = field(3, min=1)
+    """n-step returns for DQN."""
+    dqn_buffer_size: int = field(50_000, min=1)
+    """DQN replay capacity."""
+    dqn_train_batch_size: int = field(64, min=1)
+    """Rows per DQN learner step."""
+    dqn_training_intensity: float = field(16.0, min=0, exclusive_min=True)
+    """Rows replayed per row stored (sampling waits for training, and training for sampling)."""
+    dqn_learning_starts: int = field(1_000, min=0)
+    """DQN rows stored before it trains."""
+    dqn_target_network_update_freq: int = field(4_000, min=1)
+    """Rows trained between DQN target updates."""
+    dqn_epsilon: tuple[float, ...] = (1.0, 0.02)
+    """DQN exploration: (initial, final) epsilon."""
+    dqn_epsilon_timesteps: int = field(10_000, min=0)
+    """Agent steps over which epsilon decays."""
+    timesteps_per_iteration: int = field(2_048, min=1)
+    """Env steps sampled between two results."""
+
+
+class _PolicyLearner:
+    """A learner whose weights go to one policy id of multi-agent workers."""
+
+    def __init__(self, policy_id: str, learner: Any) -> None:
+        self.policy_id, self.learner = policy_id, learner
+
+    def learn_on_batch(self, *args: Any, **kwargs: Any) -> dict[str, Any]:
+        return self.learner.learn_on_batch(*args, **kwargs)  # type: ignore[no-any-return]
+
+    def get_weights(self) -> dict[str, FlatWeights]:
+        return {self.policy_id: self.learner.get_weights()}
+
+    def update_target(self) -> None:
+        self.learner.update_target()
+
+
+class _Learners:
+    def __init__(self, *learners: _PolicyLearner) -> None:
+        self.by_id = {learner.policy_id: learner for learner in learners}
+
+    def get_weights(self) -> dict[str, FlatWeights]:
+        return {pid: learner.learner.get_weights() for pid, learner in self.by_id.items()}
+
+
+async def _policy_batches(source: AsyncIterable[MultiAgentBatch], policy_id: str) -> AsyncIterator[SampleBatch]:
+    async for batch in source:
+        yield batch.policy_batches.get(policy_id, SampleBatch())
+
+
+class TwoTrainer(Algorithm):
+    config_class = TwoTrainerConfig
+    name = "two_trainer"
+    config: TwoTrainerConfig
+
+    def check_env(self) -> None:
+        env = make_multi_agent_env(self.config.env)
+        try:
+            mapped = {a: self.config.policy_mapping_fn(a) for a in env.possible_agents}
+            for agent, pid in mapped.items():
+                if pid not in (PPO_POLICY, DQN_POLICY):
+                    raise ConfigError(f"policy_mapping_fn: {agent!r} -> {pid!r}; expected {PPO_POLICY!r} or {DQN_POLICY!r}")
+                check_spaces(env.observation_spaces[agent], env.action_spaces[agent], field=f"env ({agent})")
+                if pid == DQN_POLICY and not isinstance(env.action_spaces[agent], gym.spaces.Discrete):
+                    raise ConfigError(f"env ({agent}): DQN needs Discrete actions, not {env.action_spaces[agent]}")
+            if set(mapped.values()) != {PPO_POLICY, DQN_POLICY}:
+                raise ConfigError(f"policy_mapping_fn: both policies need an agent, got {mapped}")
+            self.spaces = {pid: (env.observation_spaces[a], env.action_spaces[a]) for a, pid in mapped.items()}
+        finally:
+            env.close()
+
+    def spawn_workers(self, runtime: Runtime) -> list[Awaitable[ActorHandle]]:
+        c = self.config
+        initial, final = c.dqn_epsilon
+        specs = {
+            PPO_POLICY: PolicySpec(functools.partial(actor_critic_policy, hidden=c.hidden), "gae"),
+            DQN_POLICY: PolicySpec(
+                functools.partial(
+                    EpsilonGreedyPolicy,
+                    hidden=c.dqn_hidden,
+                    epsilon=(initial, final, c.dqn_epsilon_timesteps // max(c.num_workers, 1)),
+                ),
+                "transitions",
+                c.dqn_n_step,
+            ),
+        }
+        return [
+            runtime.spawn(
+                MultiAgentRolloutWorker,
+                c.env,
+                policies=specs,
+                policy_mapping_fn=c.policy_mapping_fn,
+                rollout_fragment_length=c.rollout_fragment_length,
+                gamma=c.gamma,
+                lam=c.lam,
+                seed=c.seed,
+                worker_index=i + 1,
+                name=f"{self.name}-worker-{i + 1}",
+                max_restarts=c.max_worker_restarts,
+            )
+            for i in range(max(c.num_workers, 1))
+        ]
+
+    def make_learner(self) -> _Learners:
+        c = self.config
+        ppo_config = PPOConfig(lr=c.ppo_lr, max_grad_norm=c.max_grad_norm, hidden=c.hidden)
+        ppo = TorchPolicy(*self.spaces[PPO_POLICY], hidden=c.hidden, lr=c.ppo_lr, max_grad_norm=c.max_grad_norm,
+                          loss=ppo_loss, loss_config=ppo_config, seed=c.seed)  # fmt: skip
+        dqn = DQNLearner(*self.spaces[DQN_POLICY], hidden=c.dqn_hidden, lr=c.dqn_lr, seed=c.seed)
+        return _Learners(_PolicyLearner(PPO_POLICY, ppo), _PolicyLearner(DQN_POLICY, dqn))
+
+    async def setup(self, runtime: Runtime) -> None:
+        self.buffer = PrioritizedReplayBuffer(self.config.dqn_buffer_size, seed=self.config.seed)
+
+    def execution_plan(self, workers: WorkerSet, learner: Any, config: Any) -> AsyncIterator[dict[str, Any]]:
+        ppo_learner, dqn_learner = learner.by_id[PPO_POLICY], learner.by_id[DQN_POLICY]
+        rollouts = parallel_rollouts(workers, mode="bulk_sync")
+        ppo_rollouts, dqn_rollouts = duplicate(rollouts, 2)
+
+        ppo_batches = _policy_batches(select_experiences(ppo_rollouts, [PPO_POLICY]), PPO_POLICY)
+        ppo_batches = standardize_fields(concat_batches(ppo_batches, config.ppo_train_batch_size), ["advantages"])
+        ppo_op = train_one_step(ppo_batches, ppo_learner, workers, num_epochs=config.ppo_num_epochs,
+                                minibatch_size=config.ppo_minibatch_size, seed=config.seed)  # fmt: skip
+
+        dqn_rows = _policy_batches(select_experiences(dqn_rollouts, [DQN_POLICY]), DQN_POLICY)
+        ratio, starts = config.dqn_training_intensity, config.dqn_learning_starts
+        dqn_store_op = store_to_replay_buffer(dqn_rows, self.buffer, learning_starts=starts, min_replay_ratio=ratio)
+        replayed = replay(self.buffer, config.dqn_train_batch_size, min_size=starts, max_replay_ratio=ratio)
+        dqn_trained = sync_weights(train_step(replayed, dqn_learner), dqn_learner, workers, every=8)
+        dqn_op = update_target_network(dqn_trained, dqn_learner, config.dqn_target_network_update_freq)
+
+        steps = concurrently([ppo_op, dqn_store_op, dqn_op], "async", output_indexes=[0, 2])
+        return report_metrics(once_per_steps(steps, config.timesteps_per_iteration))
