@@ -33,6 +33,23 @@ def _parse_sets(pairs: list[str]) -> dict[str, Any]:
     return out
 
 
+def _resolve_env(spec: str) -> Any:
+    """``module:function`` names a callable that builds the env; anything else is a gymnasium id."""
+    if ":" not in spec or spec.count(":") != 1 or "/" in spec:
+        return spec
+    module_name, attr = spec.split(":")
+    import importlib
+
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError:
+        return spec  # not a module: let gymnasium judge the id (it has its own "ns/Name" ids)
+    try:
+        return getattr(module, attr)
+    except AttributeError:
+        raise ConfigError(f"env: module {module_name!r} has no {attr!r}") from None
+
+
 def _build_parser() -> argparse.ArgumentParser:
     from .algorithms import ALGORITHMS
 
@@ -40,7 +57,10 @@ def _build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
     train = sub.add_parser("train", help="train an algorithm on an environment")
     train.add_argument("algo", choices=sorted(ALGORITHMS), help="algorithm")
-    train.add_argument("--env", required=True, help="gymnasium environment id, e.g. CartPole-v1")
+    train.add_argument(
+        "--env",
+        help="gymnasium id (CartPole-v1), or module:function returning an env (default: the algorithm's own)",
+    )
     train.add_argument("--num-workers", type=int, help="rollout worker processes (0: sample in this process)")
     train.add_argument("--seed", type=int, help="random seed")
     train.add_argument("--stop-reward", type=float, help="stop at this mean episode return")
@@ -62,7 +82,8 @@ def _train(args: argparse.Namespace) -> int:
 
     cls = ALGORITHMS[args.algo]
     fields = _parse_sets(args.set)
-    fields["env"] = args.env
+    if args.env is not None:
+        fields["env"] = _resolve_env(args.env)
     if args.num_workers is not None:
         fields["num_workers"] = args.num_workers
     if args.seed is not None:
@@ -70,8 +91,9 @@ def _train(args: argparse.Namespace) -> int:
     config = cls.config_class(**fields)  # ConfigError before anything starts
     algo = cls(config)
     stop = Stop(args.stop_reward, args.stop_timesteps, args.stop_time)
-    run_dir = make_run_dir(args.logdir, args.algo, args.env)
-    print(f"asyncflow: training {args.algo} on {args.env} with {config.num_workers} workers; logs in {run_dir}")
+    env_name = config.env if isinstance(config.env, str) else getattr(config.env, "__name__", "env")
+    run_dir = make_run_dir(args.logdir, args.algo, env_name)
+    print(f"asyncflow: training {args.algo} on {env_name} with {config.num_workers} workers; logs in {run_dir}")
 
     def show(r: dict[str, Any]) -> None:
         print(

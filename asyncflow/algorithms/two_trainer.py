@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable
-from typing import Any
+from typing import Any, cast
 
 import gymnasium as gym
 
@@ -147,7 +147,9 @@ class TwoTrainer(Algorithm):
             mapped = {a: self.config.policy_mapping_fn(a) for a in env.possible_agents}
             for agent, pid in mapped.items():
                 if pid not in (PPO_POLICY, DQN_POLICY):
-                    raise ConfigError(f"policy_mapping_fn: {agent!r} -> {pid!r}; expected {PPO_POLICY!r} or {DQN_POLICY!r}")
+                    raise ConfigError(
+                        f"policy_mapping_fn: {agent!r} -> {pid!r}; expected {PPO_POLICY!r} or {DQN_POLICY!r}"
+                    )
                 check_spaces(env.observation_spaces[agent], env.action_spaces[agent], field=f"env ({agent})")
                 if pid == DQN_POLICY and not isinstance(env.action_spaces[agent], gym.spaces.Discrete):
                     raise ConfigError(f"env ({agent}): DQN needs Discrete actions, not {env.action_spaces[agent]}")
@@ -191,7 +193,7 @@ class TwoTrainer(Algorithm):
 
     def make_learner(self) -> _Learners:
         c = self.config
-        ppo_config = PPOConfig(lr=c.ppo_lr, max_grad_norm=c.max_grad_norm, hidden=c.hidden)
+        ppo_config = PPOConfig().replace(lr=c.ppo_lr, max_grad_norm=c.max_grad_norm, hidden=c.hidden)
         ppo = TorchPolicy(*self.spaces[PPO_POLICY], hidden=c.hidden, lr=c.ppo_lr, max_grad_norm=c.max_grad_norm,
                           loss=ppo_loss, loss_config=ppo_config, seed=c.seed)  # fmt: skip
         dqn = DQNLearner(*self.spaces[DQN_POLICY], hidden=c.dqn_hidden, lr=c.dqn_lr, seed=c.seed)
@@ -202,7 +204,7 @@ class TwoTrainer(Algorithm):
 
     def execution_plan(self, workers: WorkerSet, learner: Any, config: Any) -> AsyncIterator[dict[str, Any]]:
         ppo_learner, dqn_learner = learner.by_id[PPO_POLICY], learner.by_id[DQN_POLICY]
-        rollouts = parallel_rollouts(workers, mode="bulk_sync")
+        rollouts = cast(AsyncIterator[MultiAgentBatch], parallel_rollouts(workers, mode="bulk_sync"))
         ppo_rollouts, dqn_rollouts = duplicate(rollouts, 2)
 
         ppo_batches = _policy_batches(select_experiences(ppo_rollouts, [PPO_POLICY]), PPO_POLICY)

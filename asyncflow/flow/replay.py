@@ -115,6 +115,7 @@ async def replay(
             assert isinstance(buffer, ReplayBuffer)
             grown = asyncio.Event()
             buffer.on_change(grown.set)
+
             def allowed() -> bool:
                 if len(buffer) < min_size:
                     return False

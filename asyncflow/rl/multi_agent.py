@@ -21,9 +21,7 @@ __all__ = ["ALL", "MultiAgentCartPole", "MultiAgentEnv", "PettingZooEnv", "make_
 
 ALL = "__all__"
 
-StepResult = tuple[
-    dict[str, Any], dict[str, float], dict[str, bool], dict[str, bool], dict[str, Any]
-]
+StepResult = tuple[dict[str, Any], dict[str, float], dict[str, bool], dict[str, bool], dict[str, Any]]
 
 
 class MultiAgentEnv:
@@ -69,7 +67,8 @@ class MultiAgentCartPole(MultiAgentEnv):
             if agent not in self.alive:
                 raise ValueError(f"MultiAgentCartPole: {agent} has finished and cannot act")
             o, r, term, trunc, info = self.envs[agent].step(action)
-            obs[agent], rewards[agent], terminateds[agent], truncateds[agent], infos[agent] = o, float(r), term, trunc, info
+            obs[agent], rewards[agent], infos[agent] = o, float(r), info
+            terminateds[agent], truncateds[agent] = term, trunc
             if term or trunc:
                 self.alive.discard(agent)
         over = not self.alive

@@ -214,4 +214,3 @@ class MultiAgentRolloutWorker:
 
     def close(self) -> None:
         self.env.close()
-

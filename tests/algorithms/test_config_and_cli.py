@@ -11,7 +11,18 @@ from pathlib import Path
 import pytest
 
 from asyncflow import ConfigError
-from asyncflow.algorithms import PPO, A2CConfig, PPOConfig
+from asyncflow.algorithms import (
+    DQN,
+    PPO,
+    SAC,
+    A2CConfig,
+    ApexDQNConfig,
+    DQNConfig,
+    PPOConfig,
+    SACConfig,
+    TwoTrainer,
+    TwoTrainerConfig,
+)
 
 from ..conftest import actor_children
 
@@ -45,6 +56,36 @@ def test_unknown_env_and_bad_action_space_fail_before_processes() -> None:
     assert actor_children() == []
 
 
+def test_algorithms_refuse_action_spaces_they_cannot_handle() -> None:
+    with pytest.raises(ConfigError, match="DQN needs Discrete actions"):
+        DQN(DQNConfig(env="Pendulum-v1"))
+    with pytest.raises(ConfigError, match="SAC needs Box actions"):
+        SAC(SACConfig(env="CartPole-v1"))
+    with pytest.raises(ConfigError, match="epsilon"):
+        DQNConfig(epsilon=(1.0, 2.0))
+    with pytest.raises(ConfigError, match="num_replay_shards: must be >= 1"):
+        ApexDQNConfig(num_replay_shards=0)
+    assert actor_children() == []
+
+
+def to_nowhere(agent_id: str) -> str:
+    return "sac_policy"
+
+
+def only_ppo(agent_id: str) -> str:
+    return "ppo_policy"
+
+
+def test_two_trainer_checks_its_policy_mapping_before_processes() -> None:
+    with pytest.raises(ConfigError, match="'agent_0' -> 'sac_policy'"):
+        TwoTrainer(TwoTrainerConfig(policy_mapping_fn=to_nowhere))
+    with pytest.raises(ConfigError, match="both policies need an agent"):
+        TwoTrainer(TwoTrainerConfig(policy_mapping_fn=only_ppo))
+    with pytest.raises(ConfigError, match="expected a callable"):
+        TwoTrainer(TwoTrainerConfig(env="CartPole-v1"))
+    assert actor_children() == []
+
+
 def _cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "asyncflow.cli", *args], cwd=cwd, capture_output=True, text=True, timeout=120
@@ -55,6 +96,18 @@ def test_cli_errors_are_one_line(tmp_path: Path) -> None:
     out = _cli("train", "ppo", "--env", "CartPole-v1", "--set", "lrr=1", cwd=tmp_path)
     assert out.returncode == 2
     assert out.stderr.strip() == "asyncflow: error: PPOConfig: unknown field 'lrr'; did you mean 'lr'?"
+
+
+def test_cli_takes_an_env_factory_by_module_and_name(tmp_path: Path) -> None:
+    (tmp_path / "my_envs.py").write_text(
+        "import gymnasium as gym\n\ndef short_cartpole():\n    return gym.make('CartPole-v1', max_episode_steps=50)\n"
+    )
+    out = _cli("train", "dqn", "--env", "my_envs:short_cartpole", "--num-workers", "1", "--stop-timesteps", "1500",
+               "--logdir", str(tmp_path / "runs"), cwd=tmp_path)  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    assert "training dqn on short_cartpole" in out.stdout
+    out = _cli("train", "dqn", "--env", "my_envs:nothing_here", cwd=tmp_path)
+    assert out.returncode == 2 and "module 'my_envs' has no 'nothing_here'" in out.stderr
 
 
 def test_cli_trains_and_writes_a_run_folder(tmp_path: Path) -> None:

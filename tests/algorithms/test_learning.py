@@ -147,3 +147,23 @@ async def test_a2c_microbatch_plan_averages_gradients() -> None:
     assert after.version == before.version + 1  # one update from 4 averaged microbatch gradients
     assert result["num_env_steps_trained"] == 256
     assert "policy_loss" in result["learner"]
+
+
+# Seed 0 needed 73.7k env steps (50 s): PPO's agent near 500, DQN's agent
+# past 150. DQN's agent sees far fewer steps than the env (it waits while the
+# other pole stands), so the budget is in env steps of the whole game.
+@pytest.mark.slow
+@pytest.mark.timeout(400)
+async def test_two_trainers_learn_side_by_side_on_two_agent_cartpole() -> None:
+    from asyncflow.algorithms import TwoTrainer, TwoTrainerConfig
+
+    async with TwoTrainer(TwoTrainerConfig(seed=0)) as algo:
+        async for result in algo.train():
+            per_policy = result["policy_return_mean"]
+            if len(per_policy) == 2 and min(per_policy.values()) >= 150:
+                break
+            if result["num_env_steps_sampled"] >= 200_000:
+                break
+    assert min(per_policy.values()) >= 150, per_policy
+    assert set(per_policy) == {"ppo_policy", "dqn_policy"}
+    assert result["counters"]["num_agent_steps_sampled"] > result["num_env_steps_sampled"]

@@ -247,3 +247,32 @@ async def test_a_dead_replay_shard_without_restarts_fails_the_plan_loudly() -> N
         os.kill(shard.pid, signal.SIGKILL)
         with pytest.raises(ActorDiedError):
             await asyncio.wait_for(collect(replayed), 10)
+
+
+async def test_the_two_sided_rate_limit_keeps_replay_and_storage_in_step() -> None:
+    buffer = ReplayBuffer(1000)
+    ratio, starts = 2.0, 8
+    stored = store_to_replay_buffer(batches(50), buffer, learning_starts=starts, min_replay_ratio=ratio)
+    store_task = asyncio.ensure_future(collect(stored))
+    await asyncio.sleep(0.05)
+    assert buffer.added == 12  # 8 free rows, then one batch more; now it waits for replay
+    replayed = replay(buffer, 4, min_size=starts, max_replay_ratio=ratio)
+    for _ in range(10):
+        await anext(replayed)
+        await asyncio.sleep(0.01)
+        # Both bounds hold at every point: replayed <= ratio * added, and
+        # storage runs at most one batch ahead of ratio * (added - starts).
+        assert buffer.sampled <= ratio * buffer.added
+        assert buffer.sampled >= ratio * (buffer.added - starts - 4)
+    assert buffer.added > 12
+    store_task.cancel()
+    await asyncio.gather(store_task, return_exceptions=True)
+    allowed = int((ratio * buffer.added - buffer.sampled) // 4)
+    for _ in range(allowed):  # what storage has paid for can still be replayed
+        await asyncio.wait_for(anext(replayed), 1)
+    blocked = asyncio.ensure_future(anext(replayed))
+    await asyncio.sleep(0.05)
+    assert not blocked.done()  # and no more: replay may not run ahead of storage either
+    buffer.add(_batch(2))
+    assert len(await asyncio.wait_for(blocked, 1)) == 4  # 2 rows more pay for 4 replayed
+    await replayed.aclose()
