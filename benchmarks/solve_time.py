@@ -1,9 +1,19 @@
-"""Time to solve CartPole-v1: wall time from launching a fresh process to a
-mean episode return of 475 (over the last 100 episodes), median of several
-seeds, for asyncflow's PPO (``asyncflow train ppo``, 2 worker processes) and,
-when stable-baselines3 is installed, SB3's PPO with its defaults, in the same run.
+"""Time to solve: wall time from launching a fresh process to a target mean
+episode return, median over seeds, asyncflow beside stable-baselines3 in the
+same run (when it is installed).
 
-    python benchmarks/solve_time.py [--seeds 0 1 2] [--budget 300000]
+- PPO, CartPole-v1, mean of the last 100 episodes >= 475. asyncflow: ``asyncflow
+  train ppo`` with 2 worker processes; SB3: PPO with its defaults.
+- DQN, CartPole-v1, last 100 episodes >= 150. asyncflow: ``asyncflow train dqn``
+  (2 workers); SB3: DQN with rl-baselines3-zoo's tuned CartPole-v1 settings
+  (SB3's defaults are Atari's and do not learn CartPole in a comparable time).
+- SAC, Pendulum-v1, last 10 episodes >= -250. asyncflow: ``asyncflow train sac``
+  (2 workers); SB3: SAC with rl-baselines3-zoo's Pendulum-v1 settings (lr 1e-3).
+
+Each SB3 run stops as soon as its episode buffer averages the target, as
+asyncflow's ``--stop-reward`` does (asyncflow checks after each iteration).
+
+    python benchmarks/solve_time.py [--tasks ppo dqn sac] [--seeds 0 1 2]
 """
 
 from __future__ import annotations
@@ -15,44 +25,69 @@ import subprocess
 import sys
 import textwrap
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 from tempfile import TemporaryDirectory
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _table import machine_line, print_table
 
-TARGET = 475.0
+
+@dataclass(frozen=True)
+class Task:
+    algo: str
+    env: str
+    target: float
+    window: int  # episodes the mean covers
+    budget: int  # env steps before giving up (asyncflow)
+    sb3_class: str
+    sb3_kwargs: str  # Python keyword arguments for the SB3 constructor
+    sb3_steps: int  # total_timesteps given to SB3 (it shapes SB3's schedules)
+    set_fields: list[str] = field(default_factory=list)
+
+
+TASKS = {
+    "ppo": Task("ppo", "CartPole-v1", 475.0, 100, 300_000, "PPO", "", 300_000),
+    "dqn": Task(
+        "dqn", "CartPole-v1", 150.0, 100, 100_000, "DQN",
+        "learning_rate=2.3e-3, batch_size=64, buffer_size=100_000, learning_starts=1000, gamma=0.99, "
+        "target_update_interval=10, train_freq=256, gradient_steps=128, exploration_fraction=0.16, "
+        "exploration_final_eps=0.04, policy_kwargs=dict(net_arch=[256, 256])",
+        50_000,
+    ),
+    "sac": Task("sac", "Pendulum-v1", -250.0, 10, 30_000, "SAC", "learning_rate=1e-3", 20_000,
+                ["metrics_smoothing_episodes=10"]),
+}  # fmt: skip
 
 _SB3 = textwrap.dedent(
     """
     import sys
-    from stable_baselines3 import PPO
+    from stable_baselines3 import {cls}
     from stable_baselines3.common.callbacks import BaseCallback
 
     class StopAtTarget(BaseCallback):
-        # Stops as soon as the last 100 episodes average the target, like
-        # asyncflow's --stop-reward (which checks after each iteration).
         solved = False
 
         def _on_step(self):
-            buf = self.model.ep_info_buffer
-            self.solved = len(buf) >= 100 and sum(e["r"] for e in buf) / len(buf) >= {target}
+            buf = list(self.model.ep_info_buffer)[-{window}:]
+            self.solved = len(buf) >= {window} and sum(e["r"] for e in buf) / len(buf) >= {target}
             return not self.solved
 
-    model = PPO("MlpPolicy", "CartPole-v1", seed=int(sys.argv[1]), device="cpu")
+    model = {cls}("MlpPolicy", "{env}", seed=int(sys.argv[1]), device="cpu", {kwargs})
     stop = StopAtTarget()
-    model.learn(total_timesteps=int(sys.argv[2]), callback=stop)
+    model.learn(total_timesteps={steps}, callback=stop)
     print("STEPS", model.num_timesteps, "SOLVED", stop.solved)
     """
-).format(target=TARGET)
+)
 
 
-def run_asyncflow(seed: int, budget: int) -> tuple[float, int, bool]:
+def run_asyncflow(task: Task, seed: int) -> tuple[float, int, bool]:
+    sets = [arg for f in task.set_fields for arg in ("--set", f)]
     with TemporaryDirectory() as logdir:
         start = time.perf_counter()
         out = subprocess.run(
-            [sys.executable, "-m", "asyncflow.cli", "train", "ppo", "--env", "CartPole-v1", "--seed", str(seed),
-             "--stop-reward", str(TARGET), "--stop-timesteps", str(budget), "--logdir", logdir],
+            [sys.executable, "-m", "asyncflow.cli", "train", task.algo, "--env", task.env, "--seed", str(seed),
+             "--stop-reward", str(task.target), "--stop-timesteps", str(task.budget), "--logdir", logdir, *sets],
             capture_output=True, text=True, check=True,
         )  # fmt: skip
         wall = time.perf_counter() - start
@@ -61,15 +96,15 @@ def run_asyncflow(seed: int, budget: int) -> tuple[float, int, bool]:
     return wall, int(match.group(1)), "episode_return_mean" in out.stdout.splitlines()[-1]
 
 
-def run_sb3(seed: int, budget: int) -> tuple[float, int, bool] | None:
+def run_sb3(task: Task, seed: int) -> tuple[float, int, bool] | None:
     try:
         import stable_baselines3  # noqa: F401
     except ImportError:
         return None
+    script = _SB3.format(cls=task.sb3_class, env=task.env, kwargs=task.sb3_kwargs, steps=task.sb3_steps,
+                         window=task.window, target=task.target)  # fmt: skip
     start = time.perf_counter()
-    out = subprocess.run(
-        [sys.executable, "-c", _SB3, str(seed), str(budget)], capture_output=True, text=True, check=True
-    )
+    out = subprocess.run([sys.executable, "-c", script, str(seed)], capture_output=True, text=True, check=True)
     wall = time.perf_counter() - start
     match = re.search(r"STEPS (\d+) SOLVED (\w+)", out.stdout)
     assert match, out.stdout + out.stderr
@@ -78,27 +113,31 @@ def run_sb3(seed: int, budget: int) -> tuple[float, int, bool] | None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--tasks", nargs="+", choices=sorted(TASKS), default=["ppo", "dqn", "sac"])
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
-    parser.add_argument("--budget", type=int, default=300_000, help="give up after this many env steps")
     args = parser.parse_args()
-    print(f"# time to a mean return of {TARGET:g} on CartPole-v1 ({machine_line()})")
-    rows, medians = [], {}
-    for name, runner in [("asyncflow PPO (2 workers)", run_asyncflow), ("stable-baselines3 PPO (defaults)", run_sb3)]:
-        runs = [runner(seed, args.budget) for seed in args.seeds]
-        if any(r is None for r in runs):
-            rows.append([name + " (not installed)", None, None, None])
-            continue
-        done = [r for r in runs if r is not None]
-        walls = [r[0] for r in done]
-        medians[name] = statistics.median(walls)
-        for seed, (wall, steps, solved) in zip(args.seeds, done, strict=True):
-            rows.append([f"{name}, seed {seed}", wall, steps, "yes" if solved else "no (budget)"])
-    print_table("wall seconds from launch", ["run", "seconds", "env steps", "solved"], rows)
-    for name, median in medians.items():
-        print(f"median {name}: {median:.1f} s")
-    if len(medians) == 2:
-        ours, theirs = medians.values()
-        print(f"stable-baselines3 / asyncflow: {theirs / ours:.2f}x")
+    print(f"# time to a target mean return ({machine_line()}; asyncflow uses 2 worker processes)")
+    summary = []
+    for key in args.tasks:
+        task = TASKS[key]
+        rows, medians = [], {}
+        for name, runner in [
+            (f"asyncflow {task.algo}", run_asyncflow),
+            (f"stable-baselines3 {task.sb3_class}", run_sb3),
+        ]:
+            runs = [runner(task, seed) for seed in args.seeds]
+            if any(r is None for r in runs):
+                rows.append([name + " (not installed)", None, None, None])
+                continue
+            done = [r for r in runs if r is not None]
+            medians[name] = statistics.median(r[0] for r in done)
+            for seed, (wall, steps, solved) in zip(args.seeds, done, strict=True):
+                rows.append([f"{name}, seed {seed}", wall, steps, "yes" if solved else "no (budget)"])
+        title = f"{task.env}: mean of last {task.window} episodes >= {task.target:g} (wall seconds from launch)"
+        print_table(title, ["run", "seconds", "env steps", "solved"], rows)
+        ours, theirs = [*medians.values(), None, None][:2]
+        summary.append([key, ours, theirs, f"{theirs / ours:.2f}x" if ours and theirs else "-"])
+    print_table("medians", ["task", "asyncflow s", "stable-baselines3 s", "SB3 / asyncflow"], summary)
 
 
 if __name__ == "__main__":

@@ -5,11 +5,14 @@ that a user of a monolithic trainer could not write).
 Plan::
 
     rollouts = parallel_rollouts(bulk_sync)                      # MultiAgentBatch
-    ppo_rollouts, dqn_rollouts = duplicate(rollouts, 2)
+    ppo_rollouts, dqn_rollouts = duplicate(rollouts, 2)          # one branch per policy to train
     ppo: select_experiences(ppo_policy) -> concat_batches -> standardize_fields -> train_one_step
     dqn store: select_experiences(dqn_policy) -> store_to_replay_buffer
     dqn train: replay(rate-limited) -> train_step -> sync_weights -> update_target_network
     concurrently([ppo, dqn store, dqn train], async) -> once_per_steps -> report_metrics
+
+With ``policies_to_train`` naming one policy, only its branch is built; the
+other policy keeps acting with the weights it has.
 
 Each policy's experiences reach only its own learner; each learner sends
 its weights to the workers under its own policy id. The replay branch is
@@ -73,6 +76,8 @@ class TwoTrainerConfig(AlgorithmConfig):
     """A callable returning a MultiAgentEnv or a PettingZoo ParallelEnv."""
     policy_mapping_fn: Callable[[str], str] = alternate_ppo_dqn
     """Agent id -> "ppo_policy" or "dqn_policy" (a module-level function: it is sent to workers)."""
+    policies_to_train: tuple[str, ...] = (PPO_POLICY, DQN_POLICY)
+    """The policies that learn; the others keep acting with their current weights."""
     rollout_fragment_length: int = field(256, min=1)
     """Env steps per worker sample."""
     ppo_lr: float = field(3e-3, min=0, exclusive_min=True)
@@ -105,6 +110,15 @@ class TwoTrainerConfig(AlgorithmConfig):
     """Agent steps over which epsilon decays."""
     timesteps_per_iteration: int = field(2_048, min=1)
     """Env steps sampled between two results."""
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        unknown = set(self.policies_to_train) - {PPO_POLICY, DQN_POLICY}
+        if unknown or not self.policies_to_train or len(set(self.policies_to_train)) != len(self.policies_to_train):
+            raise ConfigError(
+                f"policies_to_train: expected distinct names among {PPO_POLICY!r}, {DQN_POLICY!r}; "
+                f"got {self.policies_to_train}"
+            )
 
 
 class _PolicyLearner:
@@ -203,21 +217,24 @@ class TwoTrainer(Algorithm):
         self.buffer = PrioritizedReplayBuffer(self.config.dqn_buffer_size, seed=self.config.seed)
 
     def execution_plan(self, workers: WorkerSet, learner: Any, config: Any) -> AsyncIterator[dict[str, Any]]:
-        ppo_learner, dqn_learner = learner.by_id[PPO_POLICY], learner.by_id[DQN_POLICY]
         rollouts = cast(AsyncIterator[MultiAgentBatch], parallel_rollouts(workers, mode="bulk_sync"))
-        ppo_rollouts, dqn_rollouts = duplicate(rollouts, 2)
+        branches = duplicate(rollouts, len(config.policies_to_train))
+        ops: list[AsyncIterator[Any]] = []
+        for policy_id, branch in zip(config.policies_to_train, branches, strict=True):
+            experiences = _policy_batches(select_experiences(branch, [policy_id]), policy_id)
+            ops += self._train_ppo(experiences) if policy_id == PPO_POLICY else self._train_dqn(experiences)
+        return report_metrics(once_per_steps(concurrently(ops, "async"), config.timesteps_per_iteration))
 
-        ppo_batches = _policy_batches(select_experiences(ppo_rollouts, [PPO_POLICY]), PPO_POLICY)
-        ppo_batches = standardize_fields(concat_batches(ppo_batches, config.ppo_train_batch_size), ["advantages"])
-        ppo_op = train_one_step(ppo_batches, ppo_learner, workers, num_epochs=config.ppo_num_epochs,
-                                minibatch_size=config.ppo_minibatch_size, seed=config.seed)  # fmt: skip
+    def _train_ppo(self, experiences: AsyncIterator[SampleBatch]) -> list[AsyncIterator[Any]]:
+        c, learner = self.config, self.learner.by_id[PPO_POLICY]
+        batches = standardize_fields(concat_batches(experiences, c.ppo_train_batch_size), ["advantages"])
+        return [train_one_step(batches, learner, self.workers, num_epochs=c.ppo_num_epochs,
+                               minibatch_size=c.ppo_minibatch_size, seed=c.seed)]  # fmt: skip
 
-        dqn_rows = _policy_batches(select_experiences(dqn_rollouts, [DQN_POLICY]), DQN_POLICY)
-        ratio, starts = config.dqn_training_intensity, config.dqn_learning_starts
-        dqn_store_op = store_to_replay_buffer(dqn_rows, self.buffer, learning_starts=starts, min_replay_ratio=ratio)
-        replayed = replay(self.buffer, config.dqn_train_batch_size, min_size=starts, max_replay_ratio=ratio)
-        dqn_trained = sync_weights(train_step(replayed, dqn_learner), dqn_learner, workers, every=8)
-        dqn_op = update_target_network(dqn_trained, dqn_learner, config.dqn_target_network_update_freq)
-
-        steps = concurrently([ppo_op, dqn_store_op, dqn_op], "async", output_indexes=[0, 2])
-        return report_metrics(once_per_steps(steps, config.timesteps_per_iteration))
+    def _train_dqn(self, experiences: AsyncIterator[SampleBatch]) -> list[AsyncIterator[Any]]:
+        c, learner = self.config, self.learner.by_id[DQN_POLICY]
+        ratio, starts = c.dqn_training_intensity, c.dqn_learning_starts
+        store_op = store_to_replay_buffer(experiences, self.buffer, learning_starts=starts, min_replay_ratio=ratio)
+        replayed = replay(self.buffer, c.dqn_train_batch_size, min_size=starts, max_replay_ratio=ratio)
+        trained = sync_weights(train_step(replayed, learner), learner, self.workers, every=8)
+        return [store_op, update_target_network(trained, learner, c.dqn_target_network_update_freq)]

@@ -7,6 +7,7 @@ import asyncio
 import os
 import signal
 
+import numpy as np
 import pytest
 
 from asyncflow.algorithms import (
@@ -167,3 +168,27 @@ async def test_two_trainers_learn_side_by_side_on_two_agent_cartpole() -> None:
     assert min(per_policy.values()) >= 150, per_policy
     assert set(per_policy) == {"ppo_policy", "dqn_policy"}
     assert result["counters"]["num_agent_steps_sampled"] > result["num_env_steps_sampled"]
+
+
+async def test_policies_to_train_leaves_the_other_policy_alone() -> None:
+    from asyncflow.algorithms import TwoTrainer, TwoTrainerConfig
+    from asyncflow.algorithms.two_trainer import DQN_POLICY, PPO_POLICY
+
+    config = TwoTrainerConfig(num_workers=1, rollout_fragment_length=128, ppo_train_batch_size=256,
+                              timesteps_per_iteration=256, policies_to_train=(PPO_POLICY,))  # fmt: skip
+    async with TwoTrainer(config) as algo:
+        dqn_before = algo.learner.by_id[DQN_POLICY].learner.get_weights()
+        ppo_before = algo.learner.by_id[PPO_POLICY].learner.get_weights()
+        results = []
+        async for result in algo.train():
+            results.append(result)
+            if len(results) == 3:
+                break
+        worker_weights = await algo.workers.workers[0].get_weights()
+    assert len(algo.buffer) == 0  # no DQN branch: nothing stored
+    np.testing.assert_array_equal(algo.learner.by_id[DQN_POLICY].learner.get_weights().vector, dqn_before.vector)
+    np.testing.assert_array_equal(worker_weights[DQN_POLICY].vector, dqn_before.vector)
+    ppo_after = algo.learner.by_id[PPO_POLICY].learner.get_weights()
+    assert ppo_after.version > ppo_before.version
+    np.testing.assert_array_equal(worker_weights[PPO_POLICY].vector, ppo_after.vector)
+    assert set(results[-1]["policy_return_mean"]) == {PPO_POLICY, DQN_POLICY}
