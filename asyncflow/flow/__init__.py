@@ -1,16 +1,29 @@
 """Dataflow operators: plain async generator functions.
 
-Creation: parallel_rollouts, async_gradients, dequeue. Transformation:
-concat_batches, select_experiences, standardize_fields, train_one_step,
-compute_gradients, apply_gradients, average_gradients, enqueue, map, filter,
-batch, flatten. Sequencing: concurrently, union, duplicate. Metrics:
-report_metrics, once_per_interval, once_per_steps.
+Creation: parallel_rollouts, async_gradients, replay, dequeue.
+Transformation: concat_batches, select_experiences, standardize_fields,
+train_one_step, compute_gradients, apply_gradients, average_gradients,
+store_to_replay_buffer, mix_in_replay, enqueue, map, filter, batch, flatten.
+Learners: train_step, train_async (trains while sampling continues), and what
+goes back to where a batch came from: sync_weights, update_priorities,
+update_worker_weights, update_target_network. Sequencing: concurrently,
+union, duplicate. Metrics: report_metrics, once_per_interval, once_per_steps.
 """
 
 from ._context import FlowContext, current_context, use_context
 from .concurrency import concurrently, dequeue, duplicate, enqueue, union
 from .generic import batch, filter, flatten, map
+from .learner import (
+    Trained,
+    sync_weights,
+    train_async,
+    train_step,
+    update_priorities,
+    update_target_network,
+    update_worker_weights,
+)
 from .metrics import once_per_interval, once_per_steps, report_metrics
+from .replay import mix_in_replay, replay, store_to_replay_buffer
 from .rollouts import GradientsItem, async_gradients, parallel_rollouts
 from .train import (
     apply_gradients,
@@ -25,6 +38,7 @@ from .train import (
 __all__ = [
     "FlowContext",
     "GradientsItem",
+    "Trained",
     "apply_gradients",
     "async_gradients",
     "average_gradients",
@@ -39,13 +53,22 @@ __all__ = [
     "filter",
     "flatten",
     "map",
+    "mix_in_replay",
     "once_per_interval",
     "once_per_steps",
     "parallel_rollouts",
+    "replay",
     "report_metrics",
     "select_experiences",
     "standardize_fields",
+    "store_to_replay_buffer",
+    "sync_weights",
+    "train_async",
     "train_one_step",
+    "train_step",
     "union",
+    "update_priorities",
+    "update_target_network",
+    "update_worker_weights",
     "use_context",
 ]

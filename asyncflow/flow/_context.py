@@ -89,6 +89,7 @@ def current_context() -> FlowContext:
 
 @contextlib.contextmanager
 def use_context(ctx: FlowContext) -> Iterator[FlowContext]:
+    """Make ``ctx`` the current flow context inside the ``with`` block."""
     token = _current.set(ctx)
     try:
         yield ctx

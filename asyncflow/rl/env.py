@@ -15,6 +15,7 @@ EnvSpec = str | Callable[[], gym.Env[Any, Any]]
 
 
 def make_env(spec: EnvSpec) -> gym.Env[Any, Any]:
+    """Build a gymnasium env from an id or a callable; ConfigError if it cannot be built."""
     if isinstance(spec, str):
         try:
             return gym.make(spec)

@@ -65,6 +65,8 @@ class _Trajectory:
 
 
 class MultiAgentRolloutWorker:
+    """Samples one multi-agent env with several policies; ``sample()`` returns a ``MultiAgentBatch``."""
+
     def __init__(
         self,
         env: Callable[[], Any],

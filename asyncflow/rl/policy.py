@@ -75,6 +75,9 @@ class ActorCritic(nn.Module):
 
 
 class TorchPolicy:
+    """An actor-critic MLP with inference (batched actions, values) and learning
+    (minibatch SGD on a loss function, gradients, flat weights)."""
+
     def __init__(
         self,
         observation_space: gym.Space[Any],

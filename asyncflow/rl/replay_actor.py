@@ -18,6 +18,8 @@ __all__ = ["ReplayActor"]
 
 
 class ReplayActor:
+    """A (prioritized) replay buffer with ``add``, async ``replay(n)`` and ``update_priorities``."""
+
     def __init__(
         self,
         capacity: int,

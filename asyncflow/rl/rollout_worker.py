@@ -56,6 +56,8 @@ class PolicyConfig:
 
 
 class RolloutWorker:
+    """Environments plus a policy: ``sample()`` returns one postprocessed ``SampleBatch``."""
+
     def __init__(
         self,
         env: EnvSpec,

@@ -1,0 +1,22 @@
+"""The public API: every name in each package's __all__ exists, and every
+public function and class there has a docstring."""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+
+import pytest
+
+
+@pytest.mark.parametrize("package", ["asyncflow", "asyncflow.flow", "asyncflow.rl", "asyncflow.algorithms"])
+def test_exports_exist_and_are_documented(package: str) -> None:
+    module = importlib.import_module(package)
+    assert module.__doc__
+    undocumented = []
+    for name in module.__all__:
+        obj = getattr(module, name)  # raises if an export is missing
+        if (inspect.isfunction(obj) or inspect.isclass(obj)) and not inspect.getdoc(obj):
+            undocumented.append(name)
+    assert undocumented == []
+    assert sorted(module.__all__) == sorted(set(module.__all__))
