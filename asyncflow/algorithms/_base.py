@@ -37,6 +37,7 @@ class Algorithm:
     name: ClassVar[str] = "algorithm"
     use_critic: ClassVar[bool] = True
     action_spaces: ClassVar[tuple[type, ...]] = (gym.spaces.Discrete, gym.spaces.Box)
+    policy_class: ClassVar[type[TorchPolicy]] = TorchPolicy
 
     @staticmethod
     def loss(model: Any, batch: Any, config: Any) -> Any:  # pragma: no cover - abstract
@@ -96,9 +97,12 @@ class Algorithm:
         return {}
 
     def make_learner(self) -> Any:
-        """The learner: anything with ``learn_on_batch`` and ``get_weights``."""
+        """The learner: anything with ``learn_on_batch`` and ``get_weights``.
+
+        By default a ``policy_class`` (a TorchPolicy) with the algorithm's loss.
+        """
         c = self.config
-        return TorchPolicy(
+        return self.policy_class(
             self.observation_space,
             self.action_space,
             hidden=c.hidden,

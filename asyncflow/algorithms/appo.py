@@ -23,7 +23,7 @@ import torch
 
 from ..flow import once_per_steps, parallel_rollouts, report_metrics
 from ..flow.learner import sync_weights, train_async, update_target_network
-from ..rl.policy import ActorCritic, TorchPolicy
+from ..rl.policy import ActorCritic
 from ..rl.sample_batch import ACTIONS, OBS, SampleBatch
 from ..rl.worker_set import WorkerSet
 from ._config import algorithm_config, field
@@ -76,9 +76,9 @@ def appo_loss(
 class TargetSequencePolicy(SequencePolicy):
     """A sequence policy with a target copy of its model (APPO's learner)."""
 
-    def __init__(self, *args: Any, num_epochs: int = 1, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.num_epochs = num_epochs
+        self.num_epochs = self.loss_config.num_epochs
         self.target_model = copy.deepcopy(self.model).requires_grad_(False)
 
     def learn_on_batch(self, batch: SampleBatch, *_: Any, **__: Any) -> dict[str, float]:
@@ -96,20 +96,7 @@ class APPO(IMPALA):
     name = "appo"
     config: APPOConfig
     loss = staticmethod(appo_loss)  # type: ignore[assignment]
-
-    def make_learner(self) -> TorchPolicy:
-        c = self.config
-        return TargetSequencePolicy(
-            self.observation_space,
-            self.action_space,
-            hidden=c.hidden,
-            lr=c.lr,
-            max_grad_norm=c.max_grad_norm,
-            loss=type(self).loss,
-            loss_config=c,
-            seed=c.seed,
-            num_epochs=c.num_epochs,
-        )
+    policy_class = TargetSequencePolicy
 
     def execution_plan(self, workers: WorkerSet, learner: Any, config: Any) -> AsyncIterator[dict[str, Any]]:
         rollouts = parallel_rollouts(workers, mode="async", num_async=config.num_async)

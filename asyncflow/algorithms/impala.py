@@ -119,22 +119,10 @@ class IMPALA(Algorithm):
     config_class = IMPALAConfig
     name = "impala"
     loss = staticmethod(impala_loss)
+    policy_class = SequencePolicy
 
     def worker_options(self) -> dict[str, Any]:
         return {"postprocess": "transitions"}
-
-    def make_learner(self) -> TorchPolicy:
-        c = self.config
-        return SequencePolicy(
-            self.observation_space,
-            self.action_space,
-            hidden=c.hidden,
-            lr=c.lr,
-            max_grad_norm=c.max_grad_norm,
-            loss=type(self).loss,
-            loss_config=c,
-            seed=c.seed,
-        )
 
     def execution_plan(self, workers: WorkerSet, learner: Any, config: Any) -> AsyncIterator[dict[str, Any]]:
         rollouts = parallel_rollouts(workers, mode="async", num_async=config.num_async)

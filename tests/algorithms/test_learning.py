@@ -192,3 +192,27 @@ async def test_policies_to_train_leaves_the_other_policy_alone() -> None:
     assert ppo_after.version > ppo_before.version
     np.testing.assert_array_equal(worker_weights[PPO_POLICY].vector, ppo_after.vector)
     assert set(results[-1]["policy_return_mean"]) == {PPO_POLICY, DQN_POLICY}
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("name", ["impala", "apex", "two_trainer"])
+async def test_asynchronous_plans_close_cleanly_mid_iteration(name: str) -> None:
+    from asyncflow.algorithms import ALGORITHMS
+
+    from ..conftest import actor_children, our_segments
+
+    cls = ALGORITHMS[name]
+    fields: dict[str, object] = {"timesteps_per_iteration": 256}
+    if name == "apex":
+        fields["learning_starts"] = 64
+    algo = cls(cls.config_class(**fields))
+    async with algo:
+        train = algo.train()
+        await anext(train)
+        # The learner thread, the replay actors and the samplers are all busy now.
+        pending = asyncio.ensure_future(anext(train))
+        await asyncio.sleep(0.05)
+        pending.cancel()
+        await asyncio.gather(pending, return_exceptions=True)
+    assert asyncio.all_tasks() == {asyncio.current_task()}
+    assert actor_children() == [] and our_segments(os.getpid()) == []
