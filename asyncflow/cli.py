@@ -1,6 +1,10 @@
 """The ``asyncflow`` command line.
 
-asyncflow train ppo --env CartPole-v1 --stop-reward 475
+asyncflow train ppo --env CartPole-v1 --stop-reward 475 --checkpoint-every 10
+asyncflow train --config ppo.yaml --set lr=0.001
+asyncflow train --resume runs/ppo_CartPole-v1_20261129-120000 --stop-timesteps 200000
+asyncflow evaluate runs/.../checkpoints/checkpoint_000010.ckpt --episodes 10 --video run.gif
+asyncflow plot runs/ppo_* -o curve.png
 """
 
 from __future__ import annotations
@@ -8,6 +12,7 @@ from __future__ import annotations
 import argparse
 import ast
 import asyncio
+import json
 import math
 import os
 import sys
@@ -56,11 +61,12 @@ def _build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="asyncflow", description="Distributed RL as asyncio dataflow.")
     sub = parser.add_subparsers(dest="command", required=True)
     train = sub.add_parser("train", help="train an algorithm on an environment")
-    train.add_argument("algo", choices=sorted(ALGORITHMS), help="algorithm")
+    train.add_argument("algo", nargs="?", choices=sorted(ALGORITHMS), help="algorithm (not with --resume)")
     train.add_argument(
         "--env",
         help="gymnasium id (CartPole-v1), or module:function returning an env (default: the algorithm's own)",
     )
+    train.add_argument("--config", type=Path, help="a .yaml, .toml or .json file of config fields")
     train.add_argument("--num-workers", type=int, help="rollout worker processes (0: sample in this process)")
     train.add_argument("--seed", type=int, help="random seed")
     train.add_argument("--stop-reward", type=float, help="stop at this mean episode return")
@@ -68,7 +74,22 @@ def _build_parser() -> argparse.ArgumentParser:
     train.add_argument("--stop-time", type=float, help="stop after this many seconds")
     train.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE", help="any config field")
     train.add_argument("--logdir", type=Path, default=Path("runs"), help="where run folders go (default: runs)")
+    train.add_argument("--checkpoint-every", type=int, default=0, metavar="N",
+                       help="save a checkpoint every N iterations and at the end")  # fmt: skip
+    train.add_argument("--resume", type=Path, metavar="RUN_DIR", help="continue a run from its latest checkpoint")
+    train.add_argument("--tensorboard", action="store_true", help="also write TensorBoard event files")
     train.add_argument("--debug", action="store_true", help="show full tracebacks")
+    evaluate = sub.add_parser("evaluate", help="run a checkpoint's greedy policy")
+    evaluate.add_argument("checkpoint", type=Path)
+    evaluate.add_argument("--episodes", type=int, default=10)
+    evaluate.add_argument("--seed", type=int, default=10_000, help="seed of the first episode")
+    evaluate.add_argument("--video", type=Path, help="record the first episode to a .gif (or .mp4 with imageio-ffmpeg)")
+    evaluate.add_argument("--debug", action="store_true", help="show full tracebacks")
+    plot = sub.add_parser("plot", help="draw learning curves of run folders")
+    plot.add_argument("runs", type=Path, nargs="+", metavar="RUN_DIR")
+    plot.add_argument("-o", "--output", type=Path, default=Path("curve.png"))
+    plot.add_argument("--smooth", type=float, default=0.6, help="moving-average weight in [0, 1)")
+    plot.add_argument("--debug", action="store_true", help="show full tracebacks")
     return parser
 
 
@@ -76,44 +97,87 @@ def _fmt(x: float) -> str:
     return "nan" if math.isnan(x) else f"{x:.1f}"
 
 
-def _train(args: argparse.Namespace) -> int:
-    from .algorithms import ALGORITHMS
-    from .experiment import Stop, make_run_dir, run_experiment
+def _make_config(cls: Any, args: argparse.Namespace) -> Any:
+    fields: dict[str, Any] = {}
+    if args.config is not None:
+        from .config_file import load_config_file
 
-    cls = ALGORITHMS[args.algo]
-    fields = _parse_sets(args.set)
+        from_file = load_config_file(args.config)
+        if isinstance(from_file.get("env"), str):
+            from_file["env"] = _resolve_env(from_file["env"])
+        try:
+            cls.config_class(**from_file)
+        except ConfigError as exc:
+            raise ConfigError(f"{args.config}: {exc}") from None
+        fields.update(from_file)
     if args.env is not None:
         fields["env"] = _resolve_env(args.env)
     if args.num_workers is not None:
         fields["num_workers"] = args.num_workers
     if args.seed is not None:
         fields["seed"] = args.seed
-    config = cls.config_class(**fields)  # ConfigError before anything starts
-    algo = cls(config)
+    fields.update(_parse_sets(args.set))
+    return cls.config_class(**fields)  # ConfigError before anything starts
+
+
+def _train(args: argparse.Namespace) -> int:
+    from .algorithms import ALGORITHMS, Algorithm
+    from .experiment import Progress, Stop, latest_checkpoint, make_run_dir, run_experiment
+
+    if args.resume is not None:
+        if args.algo or args.config or args.env or args.set or args.num_workers is not None or args.seed is not None:
+            raise ConfigError("--resume continues a run with its saved config; give only stop conditions and logging")
+        checkpoint = latest_checkpoint(args.resume)
+        algo = Algorithm.restore(checkpoint)
+        run_dir, name = args.resume, algo.name
+        print(f"asyncflow: resuming {name} from {checkpoint}")
+    else:
+        if args.algo is None:
+            raise ConfigError("train: name an algorithm (" + ", ".join(sorted(ALGORITHMS)) + ")")
+        cls = ALGORITHMS[args.algo]
+        config = _make_config(cls, args)
+        algo = cls(config)
+        env = config.env if isinstance(config.env, str) else getattr(config.env, "__name__", "env")
+        run_dir, name = make_run_dir(args.logdir, args.algo, env), args.algo
+        print(f"asyncflow: training {name} on {env} with {config.num_workers} workers; logs in {run_dir}")
+    if args.checkpoint_every < 0:
+        raise ConfigError(f"--checkpoint-every must be >= 0, not {args.checkpoint_every}")
     stop = Stop(args.stop_reward, args.stop_timesteps, args.stop_time)
-    env_name = config.env if isinstance(config.env, str) else getattr(config.env, "__name__", "env")
-    run_dir = make_run_dir(args.logdir, args.algo, env_name)
-    print(f"asyncflow: training {args.algo} on {env_name} with {config.num_workers} workers; logs in {run_dir}")
-
-    def show(r: dict[str, Any]) -> None:
-        print(
-            f"iter {r['training_iteration']:4d}  steps {r['num_env_steps_sampled']:8d}  "
-            f"{r['num_env_steps_sampled_throughput_per_sec']:8.0f} steps/s  "
-            f"return {_fmt(r['episode_return_mean'])}  ({r['time_total_s']:.1f}s)",
-            flush=True,
-        )
-
+    progress = Progress(stop)
     try:
-        last, reason = asyncio.run(run_experiment(algo, stop, run_dir, show))
+        experiment = run_experiment(algo, stop, run_dir, progress.update, checkpoint_every=args.checkpoint_every,
+                                    tensorboard=args.tensorboard, resume=args.resume is not None)  # fmt: skip
+        last, reason = asyncio.run(experiment)
     except KeyboardInterrupt:
+        progress.close()
         print(f"\nasyncflow: interrupted; workers stopped. Results so far are in {run_dir}", file=sys.stderr)
         return 130
+    progress.close()
     if last is not None:
         print(
             f"done: {reason} after {last['training_iteration']} iterations, "
             f"{last['num_env_steps_sampled']} env steps, {last['time_total_s']:.1f}s; "
             f"return mean {_fmt(last['episode_return_mean'])}. Results: {run_dir}"
         )
+    return 0
+
+
+def _evaluate(args: argparse.Namespace) -> int:
+    from .evaluate import evaluate
+
+    result = evaluate(args.checkpoint, args.episodes, seed=args.seed, video=args.video)
+    print(json.dumps({"episodes": len(result.returns), "return_mean": result.mean, "return_std": result.std,
+                      "length_mean": sum(result.lengths) / len(result.lengths)}))  # fmt: skip
+    print(f"return {result.mean:.1f} +- {result.std:.1f} over {len(result.returns)} episodes"
+          + (f"; video: {result.video}" if result.video else ""))  # fmt: skip
+    return 0
+
+
+def _plot(args: argparse.Namespace) -> int:
+    from .plot import plot_runs
+
+    out = plot_runs(args.runs, args.output, smoothing=args.smooth)
+    print(f"wrote {out}")
     return 0
 
 
@@ -125,9 +189,9 @@ def main(argv: list[str] | None = None) -> int:
         start_fork_server()
     parser = _build_parser()
     args = parser.parse_args(argv)
+    commands = {"train": _train, "evaluate": _evaluate, "plot": _plot}
     try:
-        if args.command == "train":
-            code = _train(args)
+        code = commands[args.command](args)
     except AsyncflowError as exc:
         if args.debug:
             raise

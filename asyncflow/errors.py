@@ -4,6 +4,7 @@
 
     AsyncflowError                 base of everything below
     ├── ConfigError                bad input; raised before any process starts
+    ├── CheckpointError            a checkpoint that is corrupt, foreign, or for another algorithm
     └── ActorError                 something about an actor call went wrong
         ├── ActorDiedError         the peer died (crash, kill -9, OOM); carries the exit code
         ├── RemoteError            the peer raised, and its exception type could not travel
@@ -23,6 +24,7 @@ __all__ = [
     "ActorDiedError",
     "ActorError",
     "AsyncflowError",
+    "CheckpointError",
     "ClosedError",
     "ConfigError",
     "RemoteError",
@@ -40,6 +42,10 @@ class ConfigError(AsyncflowError, ValueError):
 
     Raised before any process starts; the message names the offending field.
     """
+
+
+class CheckpointError(AsyncflowError, ValueError):
+    """A checkpoint file that cannot be loaded: not ours, damaged, or for another algorithm."""
 
 
 class ActorError(AsyncflowError):

@@ -1,7 +1,18 @@
 """Running an algorithm until a stop condition, with a run folder of logs.
 
-Each run gets a fresh folder ``LOGDIR/ALGO_ENV_YYYYmmdd-HHMMSS`` holding
-``params.json`` (the config) and ``progress.csv`` (one row per iteration).
+Each run gets a folder ``LOGDIR/ALGO_ENV_YYYYmmdd-HHMMSS`` holding:
+
+- ``params.json``: the config;
+- ``progress.csv``: one row per iteration, the columns of ``CSV_FIELDS``;
+- ``result.jsonl``: one JSON object per iteration, the whole result mapping
+  (nested ``learner``, ``timers``, ``counters``, ``policy_return_mean``; a
+  missing value such as the return before any episode ended is ``null``);
+- ``checkpoints/checkpoint_NNNNNN.ckpt`` with ``checkpoint_every``;
+- ``tensorboard/`` event files with ``tensorboard=True`` (needs the
+  ``tensorboard`` package): every number of the result, at step
+  ``num_env_steps_sampled``.
+
+A resumed run appends to the same files.
 """
 
 from __future__ import annotations
@@ -9,15 +20,17 @@ from __future__ import annotations
 import csv
 import json
 import math
+import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 from .algorithms import Algorithm
+from .errors import ConfigError
 
-__all__ = ["Stop", "run_experiment"]
+__all__ = ["CSV_FIELDS", "Progress", "RunLogger", "Stop", "latest_checkpoint", "make_run_dir", "run_experiment"]
 
 CSV_FIELDS = [
     "training_iteration",
@@ -36,6 +49,8 @@ CSV_FIELDS = [
 
 @dataclass(frozen=True)
 class Stop:
+    """Stop conditions; the first one reached ends the run."""
+
     reward: float | None = None
     timesteps: int | None = None
     seconds: float | None = None
@@ -50,6 +65,16 @@ class Stop:
             return f"time_total_s >= {self.seconds:g}"
         return None
 
+    def seconds_left(self, result: dict[str, Any]) -> float | None:
+        """An estimate of the time to the nearest time or step limit (None without one)."""
+        left = []
+        if self.seconds is not None:
+            left.append(self.seconds - result["time_total_s"])
+        rate = result["num_env_steps_sampled"] / max(result["time_total_s"], 1e-9)
+        if self.timesteps is not None and rate > 0:
+            left.append((self.timesteps - result["num_env_steps_sampled"]) / rate)
+        return max(0.0, min(left)) if left else None
+
 
 def make_run_dir(logdir: Path, algo: str, env: str) -> Path:
     stamp = time.strftime("%Y%m%d-%H%M%S")
@@ -62,23 +87,140 @@ def make_run_dir(logdir: Path, algo: str, env: str) -> Path:
     return path
 
 
+def latest_checkpoint(run_dir: Path) -> Path:
+    """The newest checkpoint of a run folder."""
+    found = sorted((run_dir / "checkpoints").glob("checkpoint_*.ckpt"))
+    if not found:
+        raise ConfigError(f"--resume: {run_dir} has no checkpoints (train with --checkpoint-every N)")
+    return found[-1]
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_jsonable(v) for v in value]
+    return value
+
+
+def _numbers(result: dict[str, Any], prefix: str = "") -> Iterator[tuple[str, float]]:
+    for key, value in result.items():
+        if isinstance(value, dict):
+            yield from _numbers(value, f"{prefix}{key}/")
+        elif isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value):
+            yield f"{prefix}{key}", float(value)
+
+
+class RunLogger:
+    """Writes one iteration at a time to progress.csv, result.jsonl and TensorBoard."""
+
+    def __init__(self, run_dir: Path, *, append: bool = False, tensorboard: bool = False) -> None:
+        self.run_dir = run_dir
+        new_csv = not append or not (run_dir / "progress.csv").exists()
+        self._csv_file = open(run_dir / "progress.csv", "w" if new_csv else "a", newline="")  # noqa: SIM115
+        self._csv = csv.DictWriter(self._csv_file, fieldnames=CSV_FIELDS, extrasaction="ignore")
+        if new_csv:
+            self._csv.writeheader()
+        self._jsonl = open(run_dir / "result.jsonl", "a" if append else "w")  # noqa: SIM115
+        self._tb: Any = None
+        if tensorboard:
+            try:
+                from torch.utils.tensorboard import SummaryWriter
+            except ImportError as exc:
+                raise ConfigError("--tensorboard needs the tensorboard package (pip install tensorboard)") from exc
+            self._tb = SummaryWriter(str(run_dir / "tensorboard"))
+
+    def log(self, result: dict[str, Any]) -> None:
+        self._csv.writerow(result)
+        self._csv_file.flush()
+        self._jsonl.write(json.dumps(_jsonable(result)) + "\n")
+        self._jsonl.flush()
+        if self._tb is not None:
+            step = int(result["num_env_steps_sampled"])
+            for name, value in _numbers(result):
+                self._tb.add_scalar(name, value, step)
+            self._tb.flush()
+
+    def close(self) -> None:
+        self._csv_file.close()
+        self._jsonl.close()
+        if self._tb is not None:
+            self._tb.close()
+
+
+class Progress:
+    """A live progress bar on a terminal (tqdm); plain lines elsewhere (CI, pipes)."""
+
+    def __init__(self, stop: Stop, stream: TextIO | None = None, live: bool | None = None) -> None:
+        self.stop = stop
+        self.stream = stream or sys.stdout
+        self.live = self.stream.isatty() if live is None else live
+        self._bar: Any = None
+        if self.live:
+            from tqdm import tqdm
+
+            total = stop.timesteps if stop.timesteps is not None else None
+            self._bar = tqdm(total=total, unit="step", unit_scale=True, file=self.stream, dynamic_ncols=True)
+
+    def update(self, result: dict[str, Any]) -> None:
+        ret = result["episode_return_mean"]
+        ret_text = "nan" if math.isnan(ret) else f"{ret:.1f}"
+        left = self.stop.seconds_left(result)
+        left_text = f"{left:.0f}s left" if left is not None else "-"
+        rate = result["num_env_steps_sampled_throughput_per_sec"]
+        if self._bar is not None:
+            self._bar.n = result["num_env_steps_sampled"]
+            self._bar.set_postfix_str(f"iter {result['training_iteration']} return {ret_text} {left_text}")
+            return
+        print(
+            f"iter {result['training_iteration']:4d}  steps {result['num_env_steps_sampled']:8d}  "
+            f"{rate:8.0f} steps/s  return {ret_text}  ({result['time_total_s']:.1f}s, {left_text})",
+            file=self.stream,
+            flush=True,
+        )
+
+    def close(self) -> None:
+        if self._bar is not None:
+            self._bar.close()
+
+
 async def run_experiment(
-    algo: Algorithm, stop: Stop, run_dir: Path, on_result: Callable[[dict[str, Any]], None] | None = None
+    algo: Algorithm,
+    stop: Stop,
+    run_dir: Path,
+    on_result: Callable[[dict[str, Any]], None] | None = None,
+    *,
+    checkpoint_every: int = 0,
+    tensorboard: bool = False,
+    resume: bool = False,
 ) -> tuple[dict[str, Any] | None, str]:
-    """Train until ``stop``; returns the last result and why it stopped."""
-    (run_dir / "params.json").write_text(json.dumps(algo.config.to_dict(), indent=2, default=str) + "\n")
+    """Train until ``stop``; returns the last result and why it stopped.
+
+    ``checkpoint_every=N`` saves every N iterations and when the run stops;
+    ``resume=True`` appends to an existing run folder.
+    """
+    if not resume:
+        (run_dir / "params.json").write_text(json.dumps(algo.config.to_dict(), indent=2, default=str) + "\n")
     last: dict[str, Any] | None = None
-    with open(run_dir / "progress.csv", "w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=CSV_FIELDS, extrasaction="ignore")
-        writer.writeheader()
+    logger = RunLogger(run_dir, append=resume, tensorboard=tensorboard)
+
+    async def checkpoint(result: dict[str, Any]) -> None:
+        await algo.save(run_dir / "checkpoints" / f"checkpoint_{result['training_iteration']:06d}.ckpt")
+
+    try:
         async with algo:
             async for result in algo.train():
                 last = result
-                writer.writerow(result)
-                f.flush()
+                logger.log(result)
                 if on_result is not None:
                     on_result(result)
                 reason = stop.reached(result)
+                if checkpoint_every and (reason is not None or result["training_iteration"] % checkpoint_every == 0):
+                    await checkpoint(result)
                 if reason is not None:
                     return last, reason
+    finally:
+        logger.close()
     return last, "the plan ended"

@@ -12,19 +12,26 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import time
 from collections.abc import AsyncIterator, Awaitable
+from pathlib import Path
 from typing import Any, ClassVar
 
 import gymnasium as gym
+import numpy as np
+import torch
 
 from ..actors import ActorHandle, Runtime, open_runtime
-from ..errors import ConfigError
+from ..errors import CheckpointError, ConfigError
 from ..flow._context import FlowContext, _current
+from ..flow.train import _off_loop
 from ..rl.env import probe_spaces
 from ..rl.policy import LossFn, TorchPolicy, check_spaces
 from ..rl.rollout_worker import PolicyConfig, RolloutWorker
+from ..rl.state import get_state, set_state
 from ..rl.worker_set import WorkerSet
+from ._checkpoint import read_checkpoint, write_checkpoint
 from ._config import AlgorithmConfig
 
 __all__ = ["Algorithm"]
@@ -57,6 +64,7 @@ class Algorithm:
         self.learner: Any = None
         self._stack = contextlib.AsyncExitStack()
         self._plan: AsyncIterator[dict[str, Any]] | None = None
+        self._restoring: dict[str, Any] | None = None
 
     def check_env(self) -> None:
         """Build the environment once to learn its spaces; raise ConfigError if they do not fit."""
@@ -71,6 +79,9 @@ class Algorithm:
     async def __aenter__(self) -> Algorithm:
         try:
             await self._start()
+            if self._restoring is not None:
+                await self._load_state(self._restoring)
+                self._restoring = None
         except BaseException:
             await self._stack.aclose()
             raise
@@ -151,6 +162,69 @@ class Algorithm:
             )
             for i in range(max(c.num_workers, 1))
         ]
+
+    # -- checkpoints -----------------------------------------------------
+
+    async def save(self, path: str | os.PathLike[str]) -> Path:
+        """Write the complete training state to ``path`` (one file, written atomically).
+
+        Learner weights, target networks and optimizer state, every worker
+        (environments mid-episode, exploration schedules, random generators),
+        counters and the episode window, the global random generators, and the
+        replay buffer where the algorithm has one (``checkpoint_replay_buffer``).
+        Call it between iterations, not while ``train()`` is inside one.
+        """
+        if self.learner is None:
+            raise RuntimeError(f"use 'async with {type(self).__name__}(config) as algo' before save()")
+        payload = {
+            "algorithm": self.name,
+            "config": self.config,
+            "learner": await _off_loop(get_state, self.learner),  # between two learner steps
+            "workers": await asyncio.gather(*(self.workers.call(w, "get_state") for w in self.workers.workers)),
+            "extra": await self.extra_state(),
+            "ctx": self.ctx.get_state(),
+            "torch_rng": torch.get_rng_state(),
+            "numpy_rng": np.random.get_state(),
+        }
+        return write_checkpoint(path, payload)
+
+    @classmethod
+    def restore(cls, path: str | os.PathLike[str]) -> Algorithm:
+        """An algorithm that continues from a checkpoint once entered (``async with``).
+
+        Called on ``Algorithm`` itself, it builds whichever algorithm saved the file.
+        """
+        from . import ALGORITHMS
+
+        payload = read_checkpoint(path)
+        name = payload["algorithm"]
+        target = ALGORITHMS.get(name) if cls is Algorithm else cls
+        if target is None or target.name != name:
+            raise CheckpointError(f"{path} holds a {name!r} checkpoint, not {cls.name!r}")
+        algo = target(payload["config"])
+        algo._restoring = payload
+        return algo
+
+    async def _load_state(self, payload: dict[str, Any]) -> None:
+        states = payload["workers"]
+        if len(states) != len(self.workers):
+            raise CheckpointError(f"the checkpoint has {len(states)} workers, this run {len(self.workers)}")
+        await _off_loop(set_state, self.learner, payload["learner"])
+        await asyncio.gather(
+            *(self.workers.call(w, "set_state", s) for w, s in zip(self.workers.workers, states, strict=True))
+        )
+        self.workers.latest_weights = self.learner.get_weights()  # what a restarted worker gets
+        await self.load_extra_state(payload["extra"])
+        self.ctx.set_state(payload["ctx"])
+        torch.set_rng_state(payload["torch_rng"])
+        np.random.set_state(payload["numpy_rng"])
+
+    async def extra_state(self) -> Any:
+        """State beyond learner, workers and counters (replay buffers); ``None`` if none."""
+        return None
+
+    async def load_extra_state(self, state: Any) -> None:
+        """Put back what ``extra_state`` returned."""
 
     # -- training --------------------------------------------------------
 

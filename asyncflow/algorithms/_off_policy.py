@@ -50,6 +50,8 @@ class ReplayConfig(AlgorithmConfig):
     """Rows trained per row sampled (sets the round-robin weight)."""
     timesteps_per_iteration: int = field(1_000, min=1)
     """Env steps sampled between two results."""
+    checkpoint_replay_buffer: bool = True
+    """Save the replay buffer's contents with each checkpoint (turn off for big buffers)."""
 
 
 class ReplayAlgorithm(Algorithm):
@@ -68,6 +70,13 @@ class ReplayAlgorithm(Algorithm):
             if c.prioritized_replay
             else ReplayBuffer(c.buffer_size, seed=c.seed)
         )
+
+    async def extra_state(self) -> Any:
+        return self.buffer if self.config.checkpoint_replay_buffer else None
+
+    async def load_extra_state(self, state: Any) -> None:
+        if state is not None:
+            self.buffer = state
 
     @property
     def train_weight(self) -> int:

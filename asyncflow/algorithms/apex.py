@@ -93,6 +93,15 @@ class ApexDQN(DQN):
             )
         )
 
+    async def extra_state(self) -> Any:
+        if not self.config.checkpoint_replay_buffer:
+            return None
+        return await asyncio.gather(*(shard.get_state() for shard in self.replay_actors))
+
+    async def load_extra_state(self, state: Any) -> None:
+        if state is not None:
+            await asyncio.gather(*(shard.set_state(s) for shard, s in zip(self.replay_actors, state, strict=True)))
+
     def execution_plan(self, workers: WorkerSet, learner: Any, config: Any) -> AsyncIterator[dict[str, Any]]:
         shards = self.replay_actors
         rollouts = parallel_rollouts(workers, mode="async", num_async=config.num_async)

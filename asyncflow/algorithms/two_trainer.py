@@ -49,6 +49,7 @@ from ..rl.policy import FlatWeights, TorchPolicy, actor_critic_policy, check_spa
 from ..rl.q_learning import DQNLearner, EpsilonGreedyPolicy
 from ..rl.replay_buffer import PrioritizedReplayBuffer
 from ..rl.sample_batch import MultiAgentBatch, SampleBatch
+from ..rl.state import get_state, set_state
 from ..rl.worker_set import WorkerSet
 from ._base import Algorithm
 from ._config import AlgorithmConfig, algorithm_config, field
@@ -141,6 +142,13 @@ class _Learners:
     def __init__(self, *learners: _PolicyLearner) -> None:
         self.by_id = {learner.policy_id: learner for learner in learners}
 
+    def get_state(self) -> dict[str, Any]:
+        return {pid: get_state(learner.learner) for pid, learner in self.by_id.items()}
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        for pid, learner_state in state.items():
+            set_state(self.by_id[pid].learner, learner_state)
+
     def get_weights(self) -> dict[str, FlatWeights]:
         return {pid: learner.learner.get_weights() for pid, learner in self.by_id.items()}
 
@@ -215,6 +223,12 @@ class TwoTrainer(Algorithm):
 
     async def setup(self, runtime: Runtime) -> None:
         self.buffer = PrioritizedReplayBuffer(self.config.dqn_buffer_size, seed=self.config.seed)
+
+    async def extra_state(self) -> Any:
+        return self.buffer
+
+    async def load_extra_state(self, state: Any) -> None:
+        self.buffer = state
 
     def execution_plan(self, workers: WorkerSet, learner: Any, config: Any) -> AsyncIterator[dict[str, Any]]:
         rollouts = cast(AsyncIterator[MultiAgentBatch], parallel_rollouts(workers, mode="bulk_sync"))

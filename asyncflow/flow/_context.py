@@ -3,6 +3,10 @@
 Operators find it through a ``contextvars.ContextVar`` (set by the algorithm
 for the plan's task) or take it as an explicit ``ctx`` argument; there is no
 thread-local global.
+
+Operators keep whatever must survive a checkpoint here too (in ``counters``
+and ``marks``), not in their generator frames: a plan rebuilt from a restored
+context continues where the saved one stopped.
 """
 
 from __future__ import annotations
@@ -13,12 +17,15 @@ from collections import deque
 from collections.abc import Iterator
 from contextvars import ContextVar
 from dataclasses import dataclass, field
+from typing import Any
 
 __all__ = ["FlowContext", "current_context", "use_context"]
 
 NUM_ENV_STEPS_SAMPLED = "num_env_steps_sampled"
 NUM_ENV_STEPS_TRAINED = "num_env_steps_trained"
 NUM_AGENT_STEPS_SAMPLED = "num_agent_steps_sampled"
+NUM_LEARNER_STEPS = "num_learner_steps"
+TRAINING_ITERATION = "training_iteration"
 
 
 @dataclass
@@ -41,6 +48,8 @@ class FlowContext:
     start_time: float = field(default_factory=time.perf_counter)
     smoothing_episodes: int = 100
     """How many of the latest episodes the return and length statistics cover."""
+    marks: dict[str, float] = field(default_factory=dict)
+    """Operators' own bookkeeping (the counter value at the last report, ...)."""
 
     def __post_init__(self) -> None:
         self.episode_returns: deque[float] = deque(maxlen=self.smoothing_episodes)
@@ -62,6 +71,33 @@ class FlowContext:
         """Each agent's own episode return, by the policy that controlled it."""
         for pid, values in returns.items():
             self.policy_returns.setdefault(pid, deque(maxlen=self.smoothing_episodes)).extend(values)
+
+    def get_state(self) -> dict[str, Any]:
+        """Everything a restored plan needs to continue (plain Python values)."""
+        return {
+            "counters": dict(self.counters),
+            "marks": dict(self.marks),
+            "timers": {k: (t.total_s, t.count) for k, t in self.timers.items()},
+            "learner_info": dict(self.learner_info),
+            "episode_returns": list(self.episode_returns),
+            "episode_lengths": list(self.episode_lengths),
+            "policy_returns": {p: list(r) for p, r in self.policy_returns.items()},
+            "episodes_total": self.episodes_total,
+            "workers_restarted": self.workers_restarted,
+            "elapsed_s": time.perf_counter() - self.start_time,
+        }
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        self.counters = dict(state["counters"])
+        self.marks = dict(state["marks"])
+        self.timers = {k: Timer(total, count) for k, (total, count) in state["timers"].items()}
+        self.learner_info = dict(state["learner_info"])
+        self.episode_returns = deque(state["episode_returns"], maxlen=self.smoothing_episodes)
+        self.episode_lengths = deque(state["episode_lengths"], maxlen=self.smoothing_episodes)
+        self.policy_returns = {p: deque(r, maxlen=self.smoothing_episodes) for p, r in state["policy_returns"].items()}
+        self.episodes_total = state["episodes_total"]
+        self.workers_restarted = state["workers_restarted"]
+        self.start_time = time.perf_counter() - state["elapsed_s"]  # time_total_s runs on
 
     @contextlib.contextmanager
     def timer(self, name: str) -> Iterator[None]:

@@ -33,7 +33,7 @@ from ..actors import ActorHandle
 from ..rl.replay_buffer import BATCH_INDEXES, ReplayBuffer
 from ..rl.sample_batch import SampleBatch
 from ..rl.worker_set import WorkerSet
-from ._context import NUM_ENV_STEPS_TRAINED, FlowContext, current_context
+from ._context import NUM_ENV_STEPS_TRAINED, NUM_LEARNER_STEPS, FlowContext, current_context
 from ._util import closing, named
 from .concurrency import _fan_in
 from .train import _off_loop
@@ -49,7 +49,6 @@ __all__ = [
 ]
 
 NUM_TARGET_UPDATES = "num_target_updates"
-NUM_LEARNER_STEPS = "num_learner_steps"
 
 
 @dataclass
@@ -166,15 +165,16 @@ async def update_target_network(
     if freq < 1:
         raise ValueError(f"update_target_network(): freq must be >= 1, not {freq}")
     ctx = ctx or current_context()
+    counter = NUM_ENV_STEPS_TRAINED if by_steps_trained else NUM_LEARNER_STEPS
+    mark = f"update_target_network:{counter}"
     with named("update_target_network"):
-        last = 0
         async with closing(source) as items:
             async for item in items:
-                progress = ctx.get(NUM_ENV_STEPS_TRAINED if by_steps_trained else NUM_LEARNER_STEPS)
-                if progress - last >= freq:
+                progress = ctx.get(counter)
+                if progress - ctx.marks.get(mark, 0) >= freq:
                     await _off_loop(learner.update_target)
                     ctx.add(NUM_TARGET_UPDATES, 1)
-                    last = progress
+                    ctx.marks[mark] = progress
                 yield item
 
 

@@ -8,7 +8,7 @@ from typing import Any, TypeVar
 
 import numpy as np
 
-from ._context import NUM_ENV_STEPS_SAMPLED, NUM_ENV_STEPS_TRAINED, FlowContext, current_context
+from ._context import NUM_ENV_STEPS_SAMPLED, NUM_ENV_STEPS_TRAINED, TRAINING_ITERATION, FlowContext, current_context
 from ._util import closing, named
 
 __all__ = ["once_per_interval", "once_per_steps", "report_metrics"]
@@ -29,53 +29,55 @@ async def once_per_interval(source: AsyncIterable[T], seconds: float) -> AsyncIt
 
 
 async def once_per_steps(
-    source: AsyncIterable[T], steps: int, ctx: FlowContext | None = None, counter: str = NUM_ENV_STEPS_SAMPLED
+    source: AsyncIterable[T],
+    steps: int,
+    ctx: FlowContext | None = None,
+    counter: str = NUM_ENV_STEPS_SAMPLED,
 ) -> AsyncIterator[T]:
     """Let an item through once ``counter`` grew by at least ``steps`` since the last one."""
     ctx = ctx or current_context()
+    mark = f"once_per_steps:{counter}"
     with named("once_per_steps"):
-        last = 0
         async with closing(source) as items:
             async for item in items:
-                if ctx.get(counter) - last >= steps:
-                    last = ctx.get(counter)
+                if ctx.get(counter) - ctx.marks.get(mark, 0) >= steps:
+                    ctx.marks[mark] = ctx.get(counter)
                     yield item
 
 
 async def report_metrics(source: AsyncIterable[Any], ctx: FlowContext | None = None) -> AsyncIterator[dict[str, Any]]:
     """Turn each item into a training result built from the flow context."""
     ctx = ctx or current_context()
+    marks = ctx.marks
     with named("report_metrics"):
-        iteration = 0
-        last_time = ctx.start_time
-        last_sampled = last_trained = last_episodes = 0
         async with closing(source) as items:
             async for _ in items:
-                iteration += 1
+                ctx.add(TRAINING_ITERATION, 1)
                 now = time.perf_counter()
-                elapsed = max(now - last_time, 1e-9)
+                elapsed_total = now - ctx.start_time
+                elapsed = max(elapsed_total - marks.get("report:time", 0.0), 1e-9)
                 sampled, trained = ctx.get(NUM_ENV_STEPS_SAMPLED), ctx.get(NUM_ENV_STEPS_TRAINED)
                 returns = list(ctx.episode_returns)
                 result: dict[str, Any] = {
-                    "training_iteration": iteration,
+                    "training_iteration": ctx.get(TRAINING_ITERATION),
                     "episode_return_mean": float(np.mean(returns)) if returns else float("nan"),
                     "episode_return_min": float(np.min(returns)) if returns else float("nan"),
                     "episode_return_max": float(np.max(returns)) if returns else float("nan"),
                     "episode_len_mean": float(np.mean(ctx.episode_lengths)) if returns else float("nan"),
-                    "episodes_this_iter": ctx.episodes_total - last_episodes,
+                    "episodes_this_iter": ctx.episodes_total - int(marks.get("report:episodes", 0)),
                     "episodes_total": ctx.episodes_total,
                     "num_env_steps_sampled": sampled,
                     "num_env_steps_trained": trained,
-                    "num_env_steps_sampled_throughput_per_sec": (sampled - last_sampled) / elapsed,
-                    "num_env_steps_trained_throughput_per_sec": (trained - last_trained) / elapsed,
+                    "num_env_steps_sampled_throughput_per_sec": (sampled - marks.get("report:sampled", 0)) / elapsed,
+                    "num_env_steps_trained_throughput_per_sec": (trained - marks.get("report:trained", 0)) / elapsed,
                     "time_this_iter_s": elapsed,
-                    "time_total_s": now - ctx.start_time,
+                    "time_total_s": elapsed_total,
                     "num_workers_restarted": ctx.workers_restarted,
                     "policy_return_mean": {p: float(np.mean(r)) for p, r in ctx.policy_returns.items() if r},
                     "timers": {f"{k}_time_ms": 1000 * t.mean_s for k, t in ctx.timers.items()},
                     "learner": dict(ctx.learner_info),
                     "counters": dict(ctx.counters),
                 }
-                last_time, last_sampled, last_trained = now, sampled, trained
-                last_episodes = ctx.episodes_total
+                marks.update({"report:time": elapsed_total, "report:sampled": sampled, "report:trained": trained,
+                              "report:episodes": ctx.episodes_total})  # fmt: skip
                 yield result

@@ -15,7 +15,7 @@ import numpy as np
 from ..rl.policy import TorchPolicy
 from ..rl.sample_batch import MultiAgentBatch, SampleBatch, concat_samples
 from ..rl.worker_set import WorkerSet
-from ._context import NUM_ENV_STEPS_TRAINED, FlowContext, current_context
+from ._context import NUM_ENV_STEPS_TRAINED, NUM_LEARNER_STEPS, FlowContext, current_context
 from ._util import closing, named
 from .rollouts import GradientsItem
 
@@ -118,11 +118,11 @@ async def train_one_step(
     ctx = ctx or current_context()
     with named("train_one_step"):
         async with closing(source) as batches:
-            step = 0
             async for batch in batches:
+                step = ctx.get(NUM_LEARNER_STEPS)  # in the context: a restored plan goes on with the next seed
                 with ctx.timer("learn"):
                     info = await _off_loop(learner.learn_on_batch, batch, num_epochs, minibatch_size, seed + step)
-                step += 1
+                ctx.add(NUM_LEARNER_STEPS, 1)
                 ctx.add(NUM_ENV_STEPS_TRAINED, len(batch))
                 ctx.learner_info = info
                 with ctx.timer("sync_weights"):

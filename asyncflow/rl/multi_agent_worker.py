@@ -37,6 +37,7 @@ from .sample_batch import (
     SampleBatch,
     concat_samples,
 )
+from .state import pickle_attributes, unpickle_attributes
 
 __all__ = ["MultiAgentRolloutWorker", "PolicySpec"]
 
@@ -213,6 +214,14 @@ class MultiAgentRolloutWorker:
         """Load the given policies' weights (a subset is fine)."""
         for pid, w in weights.items():
             self.policies[pid].set_weights(w)
+
+    def get_state(self) -> bytes:
+        """Everything: the env mid-episode, policies, open trajectories, episode trackers."""
+        return pickle_attributes(self)
+
+    def set_state(self, state: bytes) -> None:
+        self.close()
+        unpickle_attributes(self, state)
 
     def close(self) -> None:
         self.env.close()

@@ -8,6 +8,7 @@ in flight from the start without polling.
 from __future__ import annotations
 
 import asyncio
+import pickle
 
 import numpy as np
 
@@ -56,6 +57,14 @@ class ReplayActor:
         if not isinstance(self.buffer, PrioritizedReplayBuffer):
             raise TypeError("a uniform replay shard has no priorities")
         return self.buffer.priorities(indexes)
+
+    def get_state(self) -> bytes:
+        return pickle.dumps(self.buffer)
+
+    def set_state(self, state: bytes) -> None:
+        self.buffer = pickle.loads(state)
+        if len(self.buffer) >= self.learning_starts:
+            self._ready.set()
 
     def stats(self) -> dict[str, object]:
         return self.buffer.state()

@@ -80,6 +80,14 @@ class ReplayBuffer:
     def _on_new_slots(self, slots: np.ndarray) -> None:
         pass
 
+    def __getstate__(self) -> dict[str, object]:
+        # Listeners are the waiting operators of one running plan, not data.
+        return {k: v for k, v in vars(self).items() if k != "_listeners"}
+
+    def __setstate__(self, state: dict[str, object]) -> None:
+        vars(self).update(state)
+        self._listeners = []
+
     def _gather(self, index: np.ndarray, weights: np.ndarray) -> SampleBatch:
         self.sampled += len(index)
         columns = {k: v[index] for k, v in self._columns.items()}

@@ -44,6 +44,7 @@ from .sample_batch import (
     VF_PREDS,
     SampleBatch,
 )
+from .state import pickle_attributes, unpickle_attributes
 
 __all__ = ["PolicyConfig", "RolloutWorker"]
 
@@ -245,6 +246,14 @@ class RolloutWorker:
             {DONES: batch[DONES]}, episode_returns=batch.episode_returns, episode_lengths=batch.episode_lengths
         )
         return grads, stats, summary
+
+    def get_state(self) -> bytes:
+        """Everything: environments mid-episode, policy and its random state, episode trackers."""
+        return pickle_attributes(self)
+
+    def set_state(self, state: bytes) -> None:
+        self.close()
+        unpickle_attributes(self, state)
 
     def close(self) -> None:
         for env in self.envs:

@@ -1,0 +1,124 @@
+"""Evaluating a checkpoint: the greedy policy on fresh episodes, optionally recorded.
+
+    asyncflow evaluate runs/ppo_CartPole-v1_.../checkpoints/checkpoint_000010.ckpt --episodes 10 --video run.gif
+
+The policy is the one the workers run, with the learner's saved weights, acting
+deterministically (argmax for discrete actions, the mean for continuous ones).
+No worker process is started.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+
+from .algorithms import Algorithm
+from .errors import ConfigError
+from .rl.env import make_env
+from .rl.policy import TorchPolicy
+from .rl.state import set_state
+
+__all__ = ["Evaluation", "evaluate", "load_policy"]
+
+MAX_VIDEO_FRAMES = 1_000
+
+
+@dataclass(frozen=True)
+class Evaluation:
+    returns: list[float]
+    lengths: list[int]
+    video: Path | None
+
+    @property
+    def mean(self) -> float:
+        return float(np.mean(self.returns))
+
+    @property
+    def std(self) -> float:
+        return float(np.std(self.returns))
+
+
+def load_policy(checkpoint: str | os.PathLike[str]) -> tuple[Algorithm, Any]:
+    """The algorithm (not started) and its worker policy carrying the saved learner weights."""
+    algo = Algorithm.restore(checkpoint)
+    if not hasattr(algo, "action_space"):
+        raise ConfigError(f"evaluate: {algo.name} is a multi-agent algorithm; evaluate single-agent checkpoints")
+    payload = algo._restoring
+    assert payload is not None
+    learner = algo.make_learner()
+    set_state(learner, payload["learner"])
+    factory = algo.worker_options().get("policy_factory")
+    spaces = (algo.observation_space, algo.action_space)
+    policy = factory(*spaces, seed=0, worker_index=1) if factory else TorchPolicy(*spaces, hidden=algo.config.hidden)
+    policy.set_weights(learner.get_weights())
+    return algo, policy
+
+
+def _render_env(spec: Any) -> gym.Env[Any, Any]:
+    if not isinstance(spec, str):
+        raise ConfigError("--video needs an env given as a gymnasium id (to ask it for rgb_array frames)")
+    # Off-screen rendering: no window, no sound device, no pygame banner.
+    for key, value in (("SDL_VIDEODRIVER", "dummy"), ("SDL_AUDIODRIVER", "dummy"), ("PYGAME_HIDE_SUPPORT_PROMPT", "1")):
+        os.environ.setdefault(key, value)
+    env = gym.make(spec, render_mode="rgb_array")
+    if "rgb_array" not in env.metadata.get("render_modes", []):
+        raise ConfigError(f"--video: {spec} cannot render rgb_array frames")
+    return env
+
+
+def _write_video(path: Path, frames: list[np.ndarray], fps: int) -> None:
+    import imageio
+
+    if path.suffix.lower() == ".gif":
+        imageio.v2.mimsave(path, frames, duration=1000 / fps, loop=0)  # type: ignore[arg-type]
+        return
+    try:
+        imageio.v2.mimsave(path, frames, fps=fps)  # type: ignore[arg-type]
+    except ValueError as exc:
+        raise ConfigError(f"--video {path.name}: no writer for this format ({exc}); "
+                          "use a .gif, or pip install imageio-ffmpeg for .mp4") from exc  # fmt: skip
+
+
+def evaluate(
+    checkpoint: str | os.PathLike[str],
+    episodes: int = 10,
+    *,
+    seed: int = 10_000,
+    video: str | os.PathLike[str] | None = None,
+    fps: int = 30,
+) -> Evaluation:
+    """Run ``episodes`` greedy episodes; with ``video``, record the first one (up to 1,000 frames)."""
+    if episodes < 1:
+        raise ConfigError(f"--episodes must be >= 1, not {episodes}")
+    algo, policy = load_policy(checkpoint)
+    env = _render_env(algo.config.env) if video is not None else make_env(algo.config.env)
+    returns: list[float] = []
+    lengths: list[int] = []
+    frames: list[np.ndarray] = []
+    try:
+        for episode in range(episodes):
+            obs, _ = env.reset(seed=seed + episode)
+            total, steps, done = 0.0, 0, False
+            while not done:
+                if video is not None and episode == 0 and len(frames) < MAX_VIDEO_FRAMES:
+                    try:
+                        frames.append(np.asarray(env.render()))
+                    except gym.error.DependencyNotInstalled as exc:
+                        raise ConfigError(f"--video: {exc}") from exc
+                action = policy.env_actions(policy.greedy_actions(np.asarray(obs, np.float32)[None]))[0]
+                obs, reward, terminated, truncated, _ = env.step(action)
+                total, steps, done = total + float(reward), steps + 1, terminated or truncated
+            returns.append(total)
+            lengths.append(steps)
+    finally:
+        env.close()
+    path = None
+    if video is not None:
+        path = Path(video)
+        _write_video(path, frames, fps)
+    return Evaluation(returns, lengths, path)

@@ -1,0 +1,78 @@
+"""Capturing and restoring the state of learners and workers, for checkpoints.
+
+``get_state(obj)`` walks an object's attributes and keeps what training
+changes: torch modules (their ``state_dict``), our Adam optimizers, loose
+tensors (SAC's temperature), torch and numpy random generators, and plain
+numbers. ``set_state`` puts them back into an object built the same way.
+Configs, loss functions and spaces are not state: the restored object gets
+them from its constructor.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import cloudpickle
+import numpy as np
+import torch
+from torch import nn
+
+from .optim import Adam
+
+__all__ = ["get_state", "pickle_attributes", "set_state", "unpickle_attributes"]
+
+_PLAIN = (int, float, bool, str, type(None))
+
+
+def get_state(obj: Any) -> dict[str, tuple[str, Any]]:
+    """The training state of ``obj``'s attributes (copies, safe to keep)."""
+    custom = getattr(obj, "get_state", None)
+    if callable(custom):
+        return {"__custom__": ("custom", custom())}
+    state: dict[str, tuple[str, Any]] = {}
+    for name, value in vars(obj).items():
+        if isinstance(value, nn.Module):
+            state[name] = ("module", copy.deepcopy(value.state_dict()))
+        elif isinstance(value, Adam):
+            state[name] = ("adam", copy.deepcopy(value.state_dict()))
+        elif isinstance(value, torch.Tensor):
+            state[name] = ("tensor", value.detach().clone())
+        elif isinstance(value, torch.Generator):
+            state[name] = ("torch_rng", value.get_state())
+        elif isinstance(value, np.random.Generator):
+            state[name] = ("numpy_rng", copy.deepcopy(value.bit_generator.state))
+        elif isinstance(value, _PLAIN):
+            state[name] = ("value", value)
+    return state
+
+
+def set_state(obj: Any, state: dict[str, tuple[str, Any]]) -> None:
+    """Load what ``get_state`` captured into ``obj``."""
+    if "__custom__" in state:
+        obj.set_state(state["__custom__"][1])
+        return
+    for name, (kind, value) in state.items():
+        current: Any = getattr(obj, name, None)
+        if current is None and kind == "adam":  # built on first use (TorchPolicy.optimizer)
+            current = getattr(obj, name.lstrip("_"))
+        if kind == "module" or kind == "adam":
+            current.load_state_dict(value)
+        elif kind == "tensor":
+            with torch.no_grad():
+                current.copy_(value)
+        elif kind == "torch_rng":
+            current.set_state(value)
+        elif kind == "numpy_rng":
+            current.bit_generator.state = value
+        else:
+            setattr(obj, name, value)
+
+
+def pickle_attributes(obj: Any, skip: tuple[str, ...] = ()) -> bytes:
+    """All of ``obj``'s attributes in one blob (a worker's envs, policy, counters)."""
+    return cloudpickle.dumps({k: v for k, v in vars(obj).items() if k not in skip})  # type: ignore[no-any-return]
+
+
+def unpickle_attributes(obj: Any, blob: bytes) -> None:
+    vars(obj).update(cloudpickle.loads(blob))

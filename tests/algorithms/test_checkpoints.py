@@ -1,0 +1,140 @@
+"""Checkpoints: a restored run continues the same curve; bad files are clear errors."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from asyncflow import CheckpointError
+from asyncflow.algorithms import DQN, PPO, Algorithm, ApexDQN, ApexDQNConfig, DQNConfig, PPOConfig
+from asyncflow.algorithms._checkpoint import read_checkpoint, write_checkpoint
+
+# One local worker (num_workers=0), 2 envs x 64 steps = one 128-row training batch.
+PPO_LOCAL = dict(num_workers=0, num_envs_per_worker=2, rollout_fragment_length=64, train_batch_size=128,
+                 minibatch_size=64, num_epochs=2, seed=3)  # fmt: skip
+COMPARED = ["training_iteration", "num_env_steps_sampled", "num_env_steps_trained", "episode_return_mean",
+            "episodes_total", "episode_len_mean", "learner", "counters"]  # fmt: skip
+
+
+async def _iterations(algo: Algorithm, n: int) -> list[dict[str, Any]]:
+    out = []
+    async for result in algo.train():
+        out.append(result)
+        if len(out) == n:
+            break
+    return out
+
+
+_RESUME = textwrap.dedent(
+    """
+    import asyncio, json, sys
+    import numpy as np
+    from asyncflow.algorithms import Algorithm
+
+    async def main():
+        async with Algorithm.restore(sys.argv[1]) as algo:
+            async for result in algo.train():
+                break
+            np.save(sys.argv[2], algo.learner.get_weights().vector)
+        keep = {COMPARED}
+        json.dump({k: result[k] for k in keep}, open(sys.argv[3], "w"))
+
+    asyncio.run(main())
+    """
+).replace("{COMPARED}", repr(COMPARED))
+
+
+@pytest.mark.timeout(120)
+async def test_a_restored_run_continues_exactly_like_one_that_never_stopped(tmp_path: Path) -> None:
+    async with PPO(PPOConfig(**PPO_LOCAL)) as algo:
+        straight = await _iterations(algo, 4)
+        straight_weights = algo.learner.get_weights().vector.copy()
+    async with PPO(PPOConfig(**PPO_LOCAL)) as algo:
+        first = await _iterations(algo, 3)
+        saved = await algo.save(tmp_path / "run" / "checkpoint_000003.ckpt")
+    assert [r["num_env_steps_sampled"] for r in first] == [r["num_env_steps_sampled"] for r in straight[:3]]
+    assert saved.exists() and not [p for p in saved.parent.iterdir() if p.name.startswith(".")]
+    # A fresh process: nothing survives from this one but the file.
+    out = subprocess.run(
+        [sys.executable, "-c", _RESUME, str(saved), str(tmp_path / "w.npy"), str(tmp_path / "r.json")],
+        capture_output=True, text=True, timeout=100,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    resumed = json.loads((tmp_path / "r.json").read_text())
+    expected = json.loads(json.dumps({k: straight[3][k] for k in COMPARED}))
+    assert resumed == expected
+    np.testing.assert_array_equal(np.load(tmp_path / "w.npy"), straight_weights)
+
+
+async def test_the_replay_buffer_travels_with_a_checkpoint(tmp_path: Path) -> None:
+    config = DQNConfig(num_workers=1, learning_starts=200, timesteps_per_iteration=200, seed=1)
+    async with DQN(config) as algo:
+        before = await _iterations(algo, 3)
+        path = await algo.save(tmp_path / "dqn.ckpt")
+        buffer_rows, weights = len(algo.buffer), algo.learner.get_weights().vector.copy()
+        target = algo.learner.target.state_dict()["advantage.0.weight"].clone()
+    restored = DQN.restore(path)
+    async with restored:
+        assert len(restored.buffer) == buffer_rows > 0
+        np.testing.assert_array_equal(restored.learner.get_weights().vector, weights)
+        np.testing.assert_array_equal(restored.learner.target.state_dict()["advantage.0.weight"], target)
+        epsilon = (await restored.workers.workers[0].get_state())  # the worker's schedule position came back too
+        assert epsilon
+        after = await _iterations(restored, 1)
+    assert after[0]["training_iteration"] == 4
+    assert after[0]["num_env_steps_sampled"] > before[-1]["num_env_steps_sampled"]
+    without = DQNConfig(num_workers=0, learning_starts=100, timesteps_per_iteration=100, checkpoint_replay_buffer=False)
+    async with DQN(without) as algo:
+        await _iterations(algo, 1)
+        path = await algo.save(tmp_path / "small.ckpt")
+    async with DQN.restore(path) as restored:
+        assert len(restored.buffer) == 0  # saved without its buffer: it refills
+
+
+@pytest.mark.timeout(120)
+async def test_replay_shards_are_saved_and_restored(tmp_path: Path) -> None:
+    config = ApexDQNConfig(num_workers=1, learning_starts=64, timesteps_per_iteration=256, seed=2)
+    async with ApexDQN(config) as algo:
+        await _iterations(algo, 2)
+        path = await algo.save(tmp_path / "apex.ckpt")
+        sizes = [(await shard.stats())["size"] for shard in algo.replay_actors]
+    async with Algorithm.restore(path) as restored:
+        assert isinstance(restored, ApexDQN)
+        assert [(await shard.stats())["size"] for shard in restored.replay_actors] == sizes
+        await _iterations(restored, 1)
+
+
+async def test_foreign_damaged_and_mismatched_files_are_clear_errors(tmp_path: Path) -> None:
+    foreign = tmp_path / "foreign.ckpt"
+    foreign.write_bytes(os.urandom(200))
+    with pytest.raises(CheckpointError, match="is not an asyncflow checkpoint"):
+        PPO.restore(foreign)
+    with pytest.raises(CheckpointError, match="cannot read checkpoint"):
+        PPO.restore(tmp_path / "missing.ckpt")
+    async with PPO(PPOConfig(**PPO_LOCAL)) as algo:
+        good = await algo.save(tmp_path / "good.ckpt")
+    truncated = tmp_path / "truncated.ckpt"
+    truncated.write_bytes(good.read_bytes()[: len(good.read_bytes()) // 2])
+    with pytest.raises(CheckpointError, match="damaged"):
+        PPO.restore(truncated)
+    with pytest.raises(CheckpointError, match="holds a 'ppo' checkpoint, not 'dqn'"):
+        DQN.restore(good)
+    assert isinstance(Algorithm.restore(good), PPO)
+
+
+def test_a_failed_save_leaves_the_previous_checkpoint_whole(tmp_path: Path) -> None:
+    import threading
+
+    path = write_checkpoint(tmp_path / "c.ckpt", {"algorithm": "ppo", "n": 1})
+    with pytest.raises(TypeError):
+        write_checkpoint(path, {"algorithm": "ppo", "lock": threading.Lock()})  # cannot be pickled
+    assert read_checkpoint(path)["n"] == 1
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["c.ckpt"]  # no temporary file left
