@@ -1,0 +1,46 @@
+"""The examples run as written (with small budgets), and the embedding example
+answers HTTP requests promptly while it trains."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
+
+
+@pytest.mark.timeout(180)
+def test_the_status_endpoint_answers_promptly_during_training() -> None:
+    proc = subprocess.Popen(
+        [sys.executable, str(EXAMPLES / "embed_in_app.py"), "--port", "0", "--stop-timesteps", "40000", "--linger", "3"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    with proc:
+        assert proc.stdout is not None
+        url = proc.stdout.readline().split()[-1]
+        assert url.startswith("http://127.0.0.1:"), proc.stderr.read() if proc.stderr else url
+        answers, latencies = [], []
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            start = time.perf_counter()
+            with urllib.request.urlopen(url, timeout=5) as response:
+                answers.append(json.loads(response.read()))
+            latencies.append(time.perf_counter() - start)
+            if answers[-1]["state"] == "done":
+                break
+            time.sleep(0.2)
+        _, err = proc.communicate(timeout=60)
+        assert proc.returncode == 0, err
+    training = [a for a in answers if a["state"] == "training"]
+    assert len(training) >= 5  # queried again and again while it trained
+    steps = [a["env_steps"] for a in training]
+    assert steps == sorted(steps) and steps[-1] > steps[0]  # the answers follow the training
+    assert answers[-1]["state"] == "done" and answers[-1]["env_steps"] >= 40000
+    # Promptly: a loop blocked by training would hold requests for whole iterations.
+    assert max(latencies) < 1.0, latencies
