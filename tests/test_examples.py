@@ -17,8 +17,9 @@ EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 
 @pytest.mark.timeout(180)
 def test_the_status_endpoint_answers_promptly_during_training() -> None:
+    args = ["--port", "0", "--stop-timesteps", "40000", "--linger", "3"]
     proc = subprocess.Popen(
-        [sys.executable, str(EXAMPLES / "embed_in_app.py"), "--port", "0", "--stop-timesteps", "40000", "--linger", "3"],
+        [sys.executable, str(EXAMPLES / "embed_in_app.py"), *args],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
     with proc:

@@ -92,7 +92,7 @@ def test_config_file_errors_name_the_file_and_the_field(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="is not valid JSON"):
         load_config_file(broken)
     (tmp_path / "x.ini").write_text("[a]\n")
-    with pytest.raises(ConfigError, match="use a .yaml"):
+    with pytest.raises(ConfigError, match=r"use a \.yaml"):
         load_config_file(tmp_path / "x.ini")
     listed = tmp_path / "l.yaml"
     listed.write_text("- 1\n- 2\n")
@@ -109,7 +109,8 @@ def test_cli_checkpoints_resumes_evaluates_and_plots(tmp_path: Path) -> None:
     assert out.returncode == 0, out.stderr
     (run,) = (tmp_path / "runs").iterdir()
     assert json.loads((run / "params.json").read_text())["lr"] == 0.002  # --set wins over the file
-    assert sorted(p.name for p in (run / "checkpoints").iterdir()) == ["checkpoint_000002.ckpt", "checkpoint_000004.ckpt"]
+    saved = sorted(p.name for p in (run / "checkpoints").iterdir())
+    assert saved == ["checkpoint_000002.ckpt", "checkpoint_000004.ckpt"]
 
     out = _cli("train", "--resume", str(run), "--stop-timesteps", "2048", "--checkpoint-every", "2", cwd=tmp_path)
     assert out.returncode == 0, out.stderr

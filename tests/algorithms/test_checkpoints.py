@@ -86,7 +86,7 @@ async def test_the_replay_buffer_travels_with_a_checkpoint(tmp_path: Path) -> No
         assert len(restored.buffer) == buffer_rows > 0
         np.testing.assert_array_equal(restored.learner.get_weights().vector, weights)
         np.testing.assert_array_equal(restored.learner.target.state_dict()["advantage.0.weight"], target)
-        epsilon = (await restored.workers.workers[0].get_state())  # the worker's schedule position came back too
+        epsilon = await restored.workers.workers[0].get_state()  # the worker's schedule position came back too
         assert epsilon
         after = await _iterations(restored, 1)
     assert after[0]["training_iteration"] == 4
