@@ -56,6 +56,7 @@ class Stop:
     seconds: float | None = None
 
     def reached(self, result: dict[str, Any]) -> str | None:
+        """Why the run should stop now, or None."""
         ret = result["episode_return_mean"]
         if self.reward is not None and not math.isnan(ret) and ret >= self.reward:
             return f"episode_return_mean {ret:.1f} >= {self.reward:g}"
@@ -77,6 +78,7 @@ class Stop:
 
 
 def make_run_dir(logdir: Path, algo: str, env: str) -> Path:
+    """A new, empty folder ``LOGDIR/ALGO_ENV_YYYYmmdd-HHMMSS`` (suffixed if taken)."""
     stamp = time.strftime("%Y%m%d-%H%M%S")
     base = logdir / f"{algo}_{env.replace('/', '-')}_{stamp}"
     path, n = base, 1
@@ -133,6 +135,7 @@ class RunLogger:
             self._tb = SummaryWriter(str(run_dir / "tensorboard"))
 
     def log(self, result: dict[str, Any]) -> None:
+        """Append one iteration to every log."""
         self._csv.writerow(result)
         self._csv_file.flush()
         self._jsonl.write(json.dumps(_jsonable(result)) + "\n")
@@ -144,6 +147,7 @@ class RunLogger:
             self._tb.flush()
 
     def close(self) -> None:
+        """Close the log files."""
         self._csv_file.close()
         self._jsonl.close()
         if self._tb is not None:
@@ -165,6 +169,7 @@ class Progress:
             self._bar = tqdm(total=total, unit="step", unit_scale=True, file=self.stream, dynamic_ncols=True)
 
     def update(self, result: dict[str, Any]) -> None:
+        """Show one iteration's result."""
         ret = result["episode_return_mean"]
         ret_text = "nan" if math.isnan(ret) else f"{ret:.1f}"
         left = self.stop.seconds_left(result)
@@ -182,6 +187,7 @@ class Progress:
         )
 
     def close(self) -> None:
+        """End the live display."""
         if self._bar is not None:
             self._bar.close()
 

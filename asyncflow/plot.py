@@ -36,6 +36,7 @@ class Run:
 
 
 def load_run(path: str | os.PathLike[str]) -> Run:
+    """A run folder's curve (points with a finished episode) and its config group."""
     path = Path(path)
     try:
         with open(path / "progress.csv", newline="") as f:

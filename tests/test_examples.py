@@ -45,3 +45,24 @@ def test_the_status_endpoint_answers_promptly_during_training() -> None:
     assert answers[-1]["state"] == "done" and answers[-1]["env_steps"] >= 40000
     # Promptly: a loop blocked by training would hold requests for whole iterations.
     assert max(latencies) < 1.0, latencies
+
+
+def _example(name: str, *args: str, cwd: Path) -> str:
+    out = subprocess.run([sys.executable, str(EXAMPLES / name), *args], cwd=cwd, capture_output=True, text=True,
+                         timeout=200)  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    return out.stdout
+
+
+@pytest.mark.timeout(240)
+def test_the_newcomer_examples_run_as_written(tmp_path: Path) -> None:
+    out = _example("custom_env.py", "--stop-timesteps", "4096", cwd=tmp_path)
+    assert out.count("iter") == 2
+    out = _example("custom_plan.py", "--iterations", "2", cwd=tmp_path)
+    assert "iter   2" in out and "kl" in out
+    out = _example("multi_agent.py", "--stop-timesteps", "4096", cwd=tmp_path)
+    assert "ppo_policy" in out and "dqn_policy" in out
+    out = _example("sweep.py", "--stop-timesteps", "2048", "--lrs", "0.003", "--logdir", "sweep", cwd=tmp_path)
+    assert out.count("seed") == 3
+    png = (tmp_path / "sweep" / "sweep.png").read_bytes()
+    assert png[:4] == b"\x89PNG" and len(png) > 10_000

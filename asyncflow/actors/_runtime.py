@@ -197,6 +197,7 @@ class Runtime:
         return handle
 
     def statistics(self) -> RuntimeStatistics:
+        """A snapshot: actors alive, calls in flight, bytes moved."""
         handles = self._handles
         return RuntimeStatistics(
             backend=self.backend,

@@ -229,6 +229,7 @@ class Algorithm:
     # -- training --------------------------------------------------------
 
     def execution_plan(self, workers: WorkerSet, learner: Any, config: Any) -> AsyncIterator[dict[str, Any]]:
+        """The plan: an async iterator of results, composed from ``asyncflow.flow`` operators."""
         raise NotImplementedError  # pragma: no cover - every algorithm defines its plan
 
     async def train(self) -> AsyncIterator[dict[str, Any]]:

@@ -130,6 +130,7 @@ class AlgorithmConfig:
         return type(self)(**{**dataclasses.asdict(self), **changes})  # type: ignore[call-overload]
 
     def to_dict(self) -> dict[str, Any]:
+        """The fields as plain values (an env callable becomes its name), for params.json."""
         out = dataclasses.asdict(self)  # type: ignore[call-overload]
         if not isinstance(out["env"], str):
             out["env"] = getattr(out["env"], "__qualname__", repr(out["env"]))

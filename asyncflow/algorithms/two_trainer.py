@@ -62,6 +62,7 @@ DQN_POLICY = "dqn_policy"
 
 
 def two_agent_cartpole() -> MultiAgentCartPole:
+    """The default env: two independent CartPoles, ``agent_0`` and ``agent_1``."""
     return MultiAgentCartPole(num_agents=2)
 
 

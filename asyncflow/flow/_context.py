@@ -57,12 +57,15 @@ class FlowContext:
         self.policy_returns: dict[str, deque[float]] = {}
 
     def add(self, counter: str, n: int) -> None:
+        """Add ``n`` to a counter."""
         self.counters[counter] = self.counters.get(counter, 0) + n
 
     def get(self, counter: str) -> int:
+        """A counter's value (0 if it was never added to)."""
         return self.counters.get(counter, 0)
 
     def record_episodes(self, returns: list[float], lengths: list[int]) -> None:
+        """Note completed episodes (their returns and lengths)."""
         self.episode_returns.extend(returns)
         self.episode_lengths.extend(lengths)
         self.episodes_total += len(returns)
@@ -88,6 +91,7 @@ class FlowContext:
         }
 
     def set_state(self, state: dict[str, Any]) -> None:
+        """Put back what ``get_state`` captured; ``time_total_s`` continues from there."""
         self.counters = dict(state["counters"])
         self.marks = dict(state["marks"])
         self.timers = {k: Timer(total, count) for k, (total, count) in state["timers"].items()}
@@ -101,6 +105,7 @@ class FlowContext:
 
     @contextlib.contextmanager
     def timer(self, name: str) -> Iterator[None]:
+        """Time the ``with`` block under ``name`` (mean and count go to results)."""
         start = time.perf_counter()
         try:
             yield

@@ -32,12 +32,15 @@ class MultiAgentEnv:
     action_spaces: dict[str, gym.Space[Any]]
 
     def reset(self, *, seed: int | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
+        """Start an episode: observations and infos of the agents that act first."""
         raise NotImplementedError
 
     def step(self, actions: Mapping[str, Any]) -> StepResult:
+        """Apply ``{agent: action}``; five dicts back, with ``__all__`` in terminateds/truncateds."""
         raise NotImplementedError
 
     def close(self) -> None:
+        """Release the environment's resources."""
         pass
 
 

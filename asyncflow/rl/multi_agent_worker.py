@@ -208,6 +208,7 @@ class MultiAgentRolloutWorker:
     # -- weights ---------------------------------------------------------
 
     def get_weights(self) -> dict[str, FlatWeights]:
+        """Every policy's weights, by policy id."""
         return {pid: p.get_weights() for pid, p in self.policies.items()}
 
     def set_weights(self, weights: Mapping[str, FlatWeights]) -> None:
@@ -220,8 +221,10 @@ class MultiAgentRolloutWorker:
         return pickle_attributes(self)
 
     def set_state(self, state: bytes) -> None:
+        """Replace everything with what ``get_state`` returned."""
         self.close()
         unpickle_attributes(self, state)
 
     def close(self) -> None:
+        """Close the environment."""
         self.env.close()

@@ -65,12 +65,14 @@ class ActorCritic(nn.Module):
         self.vf = mlp([obs_dim, *hidden, 1], nn.Tanh, 1.0)
 
     def dist(self, obs: torch.Tensor) -> torch.distributions.Distribution:
+        """The action distribution for a batch of observations."""
         out = self.pi(obs)
         if self.discrete:
             return torch.distributions.Categorical(logits=out)
         return torch.distributions.Independent(torch.distributions.Normal(out, self.log_std.exp()), 1)
 
     def value(self, obs: torch.Tensor) -> torch.Tensor:
+        """State values for a batch of observations."""
         return self.vf(obs).squeeze(-1)  # type: ignore[no-any-return]
 
 
@@ -129,6 +131,7 @@ class TorchPolicy:
 
     @torch.no_grad()
     def greedy_actions(self, obs: np.ndarray) -> np.ndarray:
+        """Deterministic actions: the most likely (discrete) or the mean (continuous)."""
         dist = self.model.dist(torch.as_tensor(obs, dtype=torch.float32))
         if self.model.discrete:
             return dist.probs.argmax(-1).numpy()  # type: ignore[attr-defined,no-any-return]
@@ -136,6 +139,7 @@ class TorchPolicy:
 
     @torch.no_grad()
     def values(self, obs: np.ndarray) -> np.ndarray:
+        """State values (numpy in, numpy out)."""
         return self.model.value(torch.as_tensor(obs, dtype=torch.float32)).numpy()  # type: ignore[no-any-return]
 
     def env_actions(self, actions: np.ndarray) -> np.ndarray:
@@ -197,6 +201,7 @@ class TorchPolicy:
         return {k: v / max(steps, 1) for k, v in totals.items()}
 
     def compute_gradients(self, batch: SampleBatch) -> tuple[list[np.ndarray], dict[str, float]]:
+        """Gradients of the loss on ``batch`` (numpy arrays, one per parameter) and the loss stats."""
         loss, stats = self._loss(_as_tensors(batch))
         self.model.zero_grad()
         loss.backward()  # type: ignore[no-untyped-call]
@@ -207,6 +212,7 @@ class TorchPolicy:
         return grads, stats
 
     def apply_gradients(self, grads: Sequence[np.ndarray]) -> None:
+        """One optimizer step with the given gradients."""
         for p, g in zip(self.model.parameters(), grads, strict=True):
             p.grad = torch.as_tensor(g)
         self.optimizer.step()
@@ -215,10 +221,12 @@ class TorchPolicy:
     # -- weights ---------------------------------------------------------
 
     def get_weights(self) -> FlatWeights:
+        """All parameters as one flat vector, with the update count as version."""
         vector = nn.utils.parameters_to_vector(self.model.parameters()).detach().numpy().copy()
         return FlatWeights(vector, self.version)
 
     def set_weights(self, weights: FlatWeights) -> None:
+        """Load a flat weight vector."""
         nn.utils.vector_to_parameters(torch.as_tensor(weights.vector), self.model.parameters())
         self.version = weights.version
 

@@ -40,16 +40,19 @@ class ReplayActor:
         self._ready = asyncio.Event()
 
     def add(self, batch: SampleBatch) -> int:
+        """Store a batch; returns the rows now held."""
         self.buffer.add(batch)
         if len(self.buffer) >= self.learning_starts:
             self._ready.set()
         return len(self.buffer)
 
     async def replay(self, n: int) -> SampleBatch:
+        """``n`` sampled rows, once the shard holds ``learning_starts`` rows."""
         await self._ready.wait()
         return self.buffer.sample(n)
 
     def update_priorities(self, indexes: np.ndarray, td_errors: np.ndarray) -> None:
+        """New priorities from TD errors for the given rows."""
         self.buffer.update_priorities(indexes, td_errors)
 
     def priorities(self, indexes: np.ndarray) -> np.ndarray:
@@ -59,12 +62,15 @@ class ReplayActor:
         return self.buffer.priorities(indexes)
 
     def get_state(self) -> bytes:
+        """The buffer, pickled (for checkpoints)."""
         return pickle.dumps(self.buffer)
 
     def set_state(self, state: bytes) -> None:
+        """Replace the buffer with a pickled one."""
         self.buffer = pickle.loads(state)
         if len(self.buffer) >= self.learning_starts:
             self._ready.set()
 
     def stats(self) -> dict[str, object]:
+        """Counts: rows held, added and sampled."""
         return self.buffer.state()

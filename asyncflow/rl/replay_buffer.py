@@ -49,6 +49,7 @@ class ReplayBuffer:
         self._listeners.append(callback)
 
     def remove_listener(self, callback: Callable[[], None]) -> None:
+        """Stop calling ``callback`` on changes."""
         self._listeners.remove(callback)
 
     def _changed(self) -> None:
@@ -97,6 +98,7 @@ class ReplayBuffer:
         return SampleBatch(columns)
 
     def sample(self, n: int) -> SampleBatch:
+        """``n`` rows drawn uniformly with replacement, with ``batch_indexes`` and unit ``weights``."""
         if self._size == 0:
             raise ValueError("cannot sample from an empty replay buffer")
         index = self.rng.integers(0, self._size, n)
@@ -106,6 +108,7 @@ class ReplayBuffer:
         """Uniform replay has no priorities; accepted so learners need not care."""
 
     def state(self) -> dict[str, object]:
+        """Counts: rows held, added and sampled."""
         return {"size": self._size, "added": self.added, "sampled": self.sampled}
 
 
@@ -134,6 +137,7 @@ class PrioritizedReplayBuffer(ReplayBuffer):
         self._mins[slots] = p
 
     def sample(self, n: int, beta: float | None = None) -> SampleBatch:
+        """``n`` rows drawn by priority (stratified), with ``batch_indexes`` and importance ``weights``."""
         if self._size == 0:
             raise ValueError("cannot sample from an empty replay buffer")
         beta = self.beta if beta is None else beta

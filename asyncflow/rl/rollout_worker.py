@@ -220,18 +220,23 @@ class RolloutWorker:
     # -- weights and learning, delegated to the policy -------------------
 
     def get_weights(self) -> FlatWeights:
+        """The policy's weights."""
         return self.policy.get_weights()  # type: ignore[no-any-return]
 
     def set_weights(self, weights: FlatWeights) -> None:
+        """Load new policy weights."""
         self.policy.set_weights(weights)
 
     def compute_gradients(self, batch: SampleBatch) -> tuple[list[np.ndarray], dict[str, float]]:
+        """Gradients of the policy's loss on ``batch``."""
         return self.policy.compute_gradients(batch)  # type: ignore[no-any-return]
 
     def apply_gradients(self, grads: Sequence[np.ndarray]) -> None:
+        """Apply gradients to the local policy."""
         self.policy.apply_gradients(grads)
 
     def learn_on_batch(self, batch: SampleBatch) -> dict[str, float]:
+        """One local training pass on ``batch``."""
         return self.policy.learn_on_batch(batch)  # type: ignore[no-any-return]
 
     def sample_with_gradients(self) -> tuple[list[np.ndarray], dict[str, float], SampleBatch]:
@@ -252,9 +257,11 @@ class RolloutWorker:
         return pickle_attributes(self)
 
     def set_state(self, state: bytes) -> None:
+        """Replace everything with what ``get_state`` returned."""
         self.close()
         unpickle_attributes(self, state)
 
     def close(self) -> None:
+        """Close the environments."""
         for env in self.envs:
             env.close()

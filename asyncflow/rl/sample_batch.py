@@ -60,12 +60,15 @@ class SampleBatch(dict[str, np.ndarray]):
         return _rebuild, (dict(self), self.episode_returns, self.episode_lengths)
 
     def slice(self, start: int, stop: int) -> SampleBatch:
+        """Rows ``start:stop`` (views, not copies)."""
         return SampleBatch({k: v[start:stop] for k, v in self.items()})
 
     def take(self, index: np.ndarray) -> SampleBatch:
+        """The rows at ``index``, in that order."""
         return SampleBatch({k: v[index] for k, v in self.items()})
 
     def shuffle(self, rng: np.random.Generator) -> SampleBatch:
+        """The rows in a random order."""
         return self.take(rng.permutation(len(self)))
 
     def minibatches(self, size: int, rng: np.random.Generator | None = None) -> Iterator[SampleBatch]:
@@ -149,6 +152,7 @@ class MultiAgentBatch:
         return sum(len(b) for b in self.policy_batches.values())
 
     def select(self, policy_ids: Sequence[str]) -> MultiAgentBatch:
+        """Only the given policies' batches (episode records kept)."""
         return MultiAgentBatch(
             {p: b for p, b in self.policy_batches.items() if p in policy_ids},
             self.env_steps,
