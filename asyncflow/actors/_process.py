@@ -26,7 +26,7 @@ from multiprocessing.process import BaseProcess
 from typing import Any
 
 from ..errors import ActorDiedError, ClosedError, SerializationError
-from ._channel import DecodeFailure, Endpoint, Receiver, Sender
+from ._channel import DecodeFailure, Endpoint, Message, Receiver, Sender
 from ._doorbell import Doorbell
 from ._launch import ActorProcess
 from ._protocol import Kind, PackedError, unpack_error
@@ -34,6 +34,9 @@ from ._ring import Ring, RingReader, RingWriter
 from ._worker import Bootstrap, InheritedBell, main
 
 __all__ = ["ProcessOptions", "ProcessTransport"]
+
+# Bytes one pump takes before it lets the loop handle them (see Endpoint.pump).
+_PUMP_BUDGET = 4 << 20
 
 
 @dataclass(frozen=True)
@@ -224,21 +227,38 @@ class ProcessTransport:
     # -- events from the loop --------------------------------------------
 
     def _on_wake(self) -> None:
-        assert self._endpoint is not None
-        for tag, kind, payload in self._endpoint.pump():
-            if kind == Kind.OK:
-                self._resolve(tag, payload, None)
-            elif kind == Kind.ERROR:
-                error = _error_from(payload)
-                if tag == 0:
-                    self.notify_errors.append(error)
-                else:
-                    self._resolve(tag, None, error)
-            elif kind == Kind.READY:
-                self._on_ready(payload)
+        if self._endpoint is None:
+            return  # a pump scheduled just before the transport closed
+        messages, more = self._endpoint.pump(_PUMP_BUDGET)
+        if more and self._loop is not None:
+            self._loop.call_soon(self._on_wake)  # we stay awake: no doorbell will come
+        for tag, kind, payload in messages:
+            self._handle(tag, kind, payload)
         drained = self._drained
         if drained is not None and not drained.done() and not (self._sender and self._sender.backlogged):
             drained.set_result(None)
+
+    def _drain_all(self) -> list[Message]:
+        """Everything in the ring now, however much (the peer has exited)."""
+        assert self._endpoint is not None
+        out: list[Message] = []
+        more = True
+        while more:
+            messages, more = self._endpoint.pump(_PUMP_BUDGET)
+            out += messages
+        return out
+
+    def _handle(self, tag: int, kind: int, payload: Any) -> None:
+        if kind == Kind.OK:
+            self._resolve(tag, payload, None)
+        elif kind == Kind.ERROR:
+            error = _error_from(payload)
+            if tag == 0:
+                self.notify_errors.append(error)
+            else:
+                self._resolve(tag, None, error)
+        elif kind == Kind.READY:
+            self._on_ready(payload)
 
     def _resolve(self, tag: int, result: Any, error: BaseException | None) -> None:
         future = self._pending.pop(tag, None)
@@ -266,7 +286,8 @@ class ProcessTransport:
         assert self._loop is not None and self._process is not None and self._exited is not None
         self._loop.remove_reader(self._process.sentinel)
         if self._endpoint is not None and self._rings:
-            self._on_wake()  # answers written before the exit still count
+            for tag, kind, payload in self._drain_all():  # answers written before the exit still count
+                self._handle(tag, kind, payload)
         exitcode = self._process.exitcode
         if not self._exited.done():
             self._exited.set_result(exitcode)

@@ -31,6 +31,9 @@ from ._serialize import loads
 
 __all__ = ["Bootstrap", "InheritedBell", "main", "method_table"]
 
+# Bytes one pump takes before it lets the loop run them (see Endpoint.pump).
+_PUMP_BUDGET = 4 << 20
+
 
 class InheritedBell:
     """A doorbell that travels to a child: its fds are duplicated on the way."""
@@ -164,7 +167,10 @@ class _Server:
                 await asyncio.wait(list(self.tasks.values()))
 
     def on_wake(self) -> None:
-        for tag, kind, payload in self.endpoint.pump():
+        messages, more = self.endpoint.pump(_PUMP_BUDGET)
+        if more:
+            asyncio.get_running_loop().call_soon(self.on_wake)  # we stay awake: no doorbell will come
+        for tag, kind, payload in messages:
             if kind == Kind.CALL or kind == Kind.NOTIFY:
                 self.dispatch(tag, payload)
             elif kind == Kind.CANCEL:

@@ -65,6 +65,32 @@ def test_random_payloads_survive_a_small_ring(payloads: list[object], capacity: 
         bell.close()
 
 
+def test_a_receive_budget_hands_a_flood_over_in_parts() -> None:
+    """With a budget, messages come out a few at a time (each batch is handled,
+    and its arrays freed, before the next is read), and none is lost."""
+    ring = Ring(capacity=16 << 20)
+    bell = Doorbell()
+    try:
+        sender = Sender(RingWriter(ring, bell))
+        receiver = Receiver(RingReader(ring, bell))
+        for i in range(5):
+            sender.send(i, 6, np.full(1 << 20, i, np.uint8))
+        parts: list[list[Message]] = []
+        more = True
+        while more:
+            got: list[Message] = []
+            more = receiver.receive(got, budget=2 << 20)
+            parts.append(got)
+        assert [len(p) for p in parts] == [2, 2, 1]
+        received = [m for p in parts for m in p]
+        assert [tag for tag, _, _ in received] == [0, 1, 2, 3, 4]
+        assert all(int(payload[0]) == tag for tag, _, payload in received)
+    finally:
+        ring.close()
+        ring.unlink()
+        bell.close()
+
+
 @pytest.mark.parametrize("size", [0, 1, 4096, 1 << 20, 9 << 20, 64 << 20])
 async def test_messages_from_0_bytes_to_64_mib(process_runtime: asyncflow.Runtime, size: int) -> None:
     c = await process_runtime.spawn(Counter)
