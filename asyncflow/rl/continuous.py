@@ -95,15 +95,27 @@ class _BoxPolicy:
     """Worker side: an actor network, uniform random actions for the first
     ``random_steps`` steps of this worker, and scaling to the env's bounds."""
 
-    actor: nn.Module
+    actor_class: type[nn.Module]
 
-    def __init__(self, action_space: gym.Space[Any], seed: int, random_steps: int) -> None:
+    def __init__(
+        self,
+        observation_space: gym.Space[Any],
+        action_space: gym.Space[Any],
+        *,
+        seed: int = 0,
+        worker_index: int = 0,
+        hidden: Sequence[int] = (256, 256),
+        random_steps: int = 0,
+    ) -> None:
+        obs_dim, act_dim = _box_dims(observation_space, action_space)
         self.low = np.asarray(action_space.low, np.float32)  # type: ignore[attr-defined]
         self.high = np.asarray(action_space.high, np.float32)  # type: ignore[attr-defined]
         self.random_steps = random_steps
         self.steps = 0
         self.rng = np.random.default_rng(seed)
         self.version = 0
+        torch.manual_seed(seed)
+        self.actor = self.actor_class(obs_dim, act_dim, hidden)
 
     def _act(self, obs: torch.Tensor) -> torch.Tensor:
         raise NotImplementedError  # pragma: no cover
@@ -131,20 +143,9 @@ class _BoxPolicy:
 
 
 class SquashedGaussianPolicy(_BoxPolicy):
-    def __init__(
-        self,
-        observation_space: gym.Space[Any],
-        action_space: gym.Space[Any],
-        *,
-        seed: int = 0,
-        worker_index: int = 0,
-        hidden: Sequence[int] = (256, 256),
-        random_steps: int = 0,
-    ) -> None:
-        obs_dim, act_dim = _box_dims(observation_space, action_space)
-        super().__init__(action_space, seed, random_steps)
-        torch.manual_seed(seed)
-        self.actor = SquashedGaussianActor(obs_dim, act_dim, hidden)
+    """SAC's worker policy: samples from the squashed Gaussian."""
+
+    actor_class = SquashedGaussianActor
 
     def _act(self, obs: torch.Tensor) -> torch.Tensor:
         return self.actor(obs)[0]  # type: ignore[no-any-return]
@@ -155,23 +156,14 @@ class SquashedGaussianPolicy(_BoxPolicy):
 
 
 class DeterministicPolicy(_BoxPolicy):
-    def __init__(
-        self,
-        observation_space: gym.Space[Any],
-        action_space: gym.Space[Any],
-        *,
-        seed: int = 0,
-        worker_index: int = 0,
-        hidden: Sequence[int] = (256, 256),
-        random_steps: int = 0,
-        exploration_noise: float = 0.1,
-    ) -> None:
-        obs_dim, act_dim = _box_dims(observation_space, action_space)
-        super().__init__(action_space, seed, random_steps)
-        torch.manual_seed(seed)
-        self.actor = DeterministicActor(obs_dim, act_dim, hidden)
+    """DDPG's and TD3's worker policy: the actor's action plus Gaussian noise."""
+
+    actor_class = DeterministicActor
+
+    def __init__(self, *args: Any, exploration_noise: float = 0.1, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
         self.noise = exploration_noise
-        self.generator = torch.Generator().manual_seed(seed)
+        self.generator = torch.Generator().manual_seed(kwargs.get("seed", 0))
 
     def _act(self, obs: torch.Tensor) -> torch.Tensor:
         a = self.actor(obs)
