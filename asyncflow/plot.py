@@ -82,8 +82,10 @@ def plot_runs(
         raise ConfigError("plot: name at least one run folder")
     if not 0 <= smoothing < 1:
         raise ConfigError(f"plot: --smooth must be in [0, 1), not {smoothing}")
-    import matplotlib
-
+    try:
+        import matplotlib
+    except ImportError as exc:
+        raise ConfigError("plot: needs matplotlib (pip install 'asyncflow[plot]')") from exc
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
