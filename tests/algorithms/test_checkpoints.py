@@ -105,7 +105,11 @@ async def test_replay_shards_are_saved_and_restored(tmp_path: Path) -> None:
     async with ApexDQN(config) as algo:
         await _iterations(algo, 2)
         path = await algo.save(tmp_path / "apex.ckpt")
-        sizes = [(await shard.stats())["size"] for shard in algo.replay_actors]
+    # What the file holds (the store branch keeps adding after the loop stops pulling results).
+    import pickle
+
+    sizes = [len(pickle.loads(blob)) for blob in read_checkpoint(path)["extra"]]
+    assert all(size > 0 for size in sizes)
     async with Algorithm.restore(path) as restored:
         assert isinstance(restored, ApexDQN)
         assert [(await shard.stats())["size"] for shard in restored.replay_actors] == sizes
@@ -153,8 +157,10 @@ async def test_every_kind_of_learner_round_trips(tmp_path: Path, name: str) -> N
     async with cls(cls.config_class(**fields)) as algo:
         await _iterations(algo, 2)
         path = await algo.save(tmp_path / f"{name}.ckpt")
-        saved = get_state(algo.learner)
-        counters = dict(algo.ctx.counters)
+    # Compare with what the file holds: an asynchronous plan (APPO, the two-trainer)
+    # keeps training in the background after the loop above stops pulling results.
+    payload = read_checkpoint(path)
+    saved, counters = payload["learner"], payload["ctx"]["counters"]
     async with Algorithm.restore(path) as restored:
         again = get_state(restored.learner)
         assert restored.ctx.counters == counters

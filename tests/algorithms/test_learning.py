@@ -190,7 +190,9 @@ async def test_policies_to_train_leaves_the_other_policy_alone() -> None:
     np.testing.assert_array_equal(worker_weights[DQN_POLICY].vector, dqn_before.vector)
     ppo_after = algo.learner.by_id[PPO_POLICY].learner.get_weights()
     assert ppo_after.version > ppo_before.version
-    np.testing.assert_array_equal(worker_weights[PPO_POLICY].vector, ppo_after.vector)
+    # The workers got trained PPO weights (the plan is asynchronous: the learner
+    # may have moved on by the time we look, so compare versions, not vectors).
+    assert 0 < worker_weights[PPO_POLICY].version <= ppo_after.version
     assert set(results[-1]["policy_return_mean"]) == {PPO_POLICY, DQN_POLICY}
 
 
