@@ -24,7 +24,7 @@ one machine's CPU.
 from __future__ import annotations
 
 from collections.abc import AsyncIterable, AsyncIterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -60,7 +60,6 @@ class Trained:
     source: Any = None
     indexes: np.ndarray | None = None
     td_error: np.ndarray | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
 
 
 def _learn(learner: Any, batch: SampleBatch) -> Trained:

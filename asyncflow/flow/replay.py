@@ -9,7 +9,8 @@ Replayed batches carry ``source`` (the buffer or shard they came from) and
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterable, AsyncIterator, Sequence
+import contextlib
+from collections.abc import AsyncIterable, AsyncIterator, Iterator, Sequence
 
 import numpy as np
 
@@ -26,6 +27,21 @@ __all__ = ["mix_in_replay", "replay", "store_to_replay_buffer"]
 NUM_ROWS_STORED = "num_rows_stored"
 
 Buffers = ReplayBuffer | Sequence[ActorHandle]
+
+
+@contextlib.contextmanager
+def _changes(buffer: ReplayBuffer | None) -> Iterator[asyncio.Event]:
+    """An event set whenever ``buffer`` changes, for as long as the block runs
+    (the listener goes when the operator is closed, not with the buffer)."""
+    event = asyncio.Event()
+    if buffer is None:
+        yield event
+        return
+    buffer.on_change(event.set)
+    try:
+        yield event
+    finally:
+        buffer.remove_listener(event.set)
 
 
 def _shards(buffer: Buffers) -> list[ActorHandle] | None:
@@ -61,12 +77,9 @@ async def store_to_replay_buffer(
     ctx = ctx or current_context()
     shards = _shards(buffer)
     calls = WorkerSet(shards or [])  # retries on a shard that was restarted
-    with named("store_to_replay_buffer"):
+    local = buffer if isinstance(buffer, ReplayBuffer) and min_replay_ratio is not None else None
+    with named("store_to_replay_buffer"), _changes(local) as replayed:
         turn = 0
-        replayed = asyncio.Event()
-        if shards is None and min_replay_ratio is not None:
-            assert isinstance(buffer, ReplayBuffer)
-            buffer.on_change(replayed.set)
 
         def behind() -> bool:
             assert isinstance(buffer, ReplayBuffer) and min_replay_ratio is not None
@@ -113,21 +126,20 @@ async def replay(
     with named("replay"):
         if shards is None:
             assert isinstance(buffer, ReplayBuffer)
-            grown = asyncio.Event()
-            buffer.on_change(grown.set)
 
             def allowed() -> bool:
                 if len(buffer) < min_size:
                     return False
                 return max_replay_ratio is None or buffer.sampled + batch_size <= max_replay_ratio * buffer.added
 
-            while True:
-                while not allowed():
-                    grown.clear()
-                    await grown.wait()
-                batch = buffer.sample(batch_size)
-                batch.source = buffer
-                yield batch
+            with _changes(buffer) as grown:
+                while True:
+                    while not allowed():
+                        grown.clear()
+                        await grown.wait()
+                    batch = buffer.sample(batch_size)
+                    batch.source = buffer
+                    yield batch
         else:
             async with closing(_as_completed(WorkerSet(shards), "replay", num_async, batch_size)) as results:
                 async for shard, batch in results:
