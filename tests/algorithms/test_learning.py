@@ -150,11 +150,12 @@ async def test_a2c_microbatch_plan_averages_gradients() -> None:
     assert "policy_loss" in result["learner"]
 
 
-# Seed 0 needed 73.7k env steps (50 s): PPO's agent near 500, DQN's agent
-# past 150. DQN's agent sees far fewer steps than the env (it waits while the
-# other pole stands), so the budget is in env steps of the whole game.
+# Seed 0 needed 73.7-75.8k env steps (50-60 s) on most runs. The plan is
+# asynchronous and its course depends on timing: on 3 of 8 local runs it took
+# another path where DQN's agent was at 109 after 200k steps, so the budget is
+# 400k (the test stops as soon as both policies are at 150).
 @pytest.mark.slow
-@pytest.mark.timeout(400)
+@pytest.mark.timeout(700)
 async def test_two_trainers_learn_side_by_side_on_two_agent_cartpole() -> None:
     from asyncflow.algorithms import TwoTrainer, TwoTrainerConfig
 
@@ -163,7 +164,7 @@ async def test_two_trainers_learn_side_by_side_on_two_agent_cartpole() -> None:
             per_policy = result["policy_return_mean"]
             if len(per_policy) == 2 and min(per_policy.values()) >= 150:
                 break
-            if result["num_env_steps_sampled"] >= 200_000:
+            if result["num_env_steps_sampled"] >= 400_000:
                 break
     assert min(per_policy.values()) >= 150, per_policy
     assert set(per_policy) == {"ppo_policy", "dqn_policy"}
