@@ -150,7 +150,7 @@ async def test_a2c_microbatch_plan_averages_gradients() -> None:
     assert "policy_loss" in result["learner"]
 
 
-# Seed 0 needed 73.7-75.8k env steps (50-60 s) on most runs. The plan is
+# Seed 0 needs 73.7-75.8k env steps (50-60 s) on its fast path. The plan is
 # asynchronous and its course depends on timing: on 5 of 8 pytest runs it took
 # another path where DQN's agent was at 109 after 200k steps, so the budget is
 # 400k (the test stops as soon as both policies are at 150).
