@@ -8,7 +8,7 @@ Plan::
     ppo_rollouts, dqn_rollouts = duplicate(rollouts, 2)          # one branch per policy to train
     ppo: select_experiences(ppo_policy) -> concat_batches -> standardize_fields -> train_one_step
     dqn store: select_experiences(dqn_policy) -> store_to_replay_buffer
-    dqn train: replay(rate-limited) -> train_step -> sync_weights -> update_target_network
+    dqn train: replay(rate-limited) -> train_step -> update_priorities -> sync_weights -> update_target_network
     concurrently([ppo, dqn store, dqn train], async) -> once_per_steps -> report_metrics
 
 With ``policies_to_train`` naming one policy, only its branch is built; the
@@ -41,7 +41,7 @@ from ..flow import (
     standardize_fields,
     train_one_step,
 )
-from ..flow.learner import sync_weights, train_step, update_target_network
+from ..flow.learner import sync_weights, train_step, update_priorities, update_target_network
 from ..flow.replay import replay, store_to_replay_buffer
 from ..rl.multi_agent import MultiAgentCartPole, make_multi_agent_env
 from ..rl.multi_agent_worker import MultiAgentRolloutWorker, PolicySpec
@@ -251,5 +251,5 @@ class TwoTrainer(Algorithm):
         ratio, starts = c.dqn_training_intensity, c.dqn_learning_starts
         store_op = store_to_replay_buffer(experiences, self.buffer, learning_starts=starts, min_replay_ratio=ratio)
         replayed = replay(self.buffer, c.dqn_train_batch_size, min_size=starts, max_replay_ratio=ratio)
-        trained = sync_weights(train_step(replayed, learner), learner, self.workers, every=8)
+        trained = sync_weights(update_priorities(train_step(replayed, learner)), learner, self.workers, every=8)
         return [store_op, update_target_network(trained, learner, c.dqn_target_network_update_freq)]

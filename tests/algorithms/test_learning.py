@@ -150,12 +150,11 @@ async def test_a2c_microbatch_plan_averages_gradients() -> None:
     assert "policy_loss" in result["learner"]
 
 
-# Seed 0 needs 73.7-75.8k env steps (50-60 s) on its fast path. The plan is
-# asynchronous and its course depends on timing: on 5 of 8 pytest runs it took
-# another path where DQN's agent was at 109 after 200k steps, so the budget is
-# 400k (the test stops as soon as both policies are at 150).
+# The plan is asynchronous, so its course depends on timing. With the DQN
+# branch sending TD errors back to the prioritized buffer, seeds 0-5 each had
+# both policies at 150 within 33-57k env steps (40-53 s); the budget is 150k.
 @pytest.mark.slow
-@pytest.mark.timeout(700)
+@pytest.mark.timeout(400)
 async def test_two_trainers_learn_side_by_side_on_two_agent_cartpole() -> None:
     from asyncflow.algorithms import TwoTrainer, TwoTrainerConfig
 
@@ -164,7 +163,7 @@ async def test_two_trainers_learn_side_by_side_on_two_agent_cartpole() -> None:
             per_policy = result["policy_return_mean"]
             if len(per_policy) == 2 and min(per_policy.values()) >= 150:
                 break
-            if result["num_env_steps_sampled"] >= 400_000:
+            if result["num_env_steps_sampled"] >= 150_000:
                 break
     assert min(per_policy.values()) >= 150, per_policy
     assert set(per_policy) == {"ppo_policy", "dqn_policy"}
