@@ -17,9 +17,10 @@ larger than the ring travels too, and neither side ever blocks the loop.
 
 from __future__ import annotations
 
+import functools
 import struct
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -32,7 +33,13 @@ from ._serialize import Serializer, loads
 __all__ = ["DecodeFailure", "Endpoint", "Message", "Receiver", "Sender"]
 
 _FRAME = struct.Struct("<qB3xIQ")
-_LEN = struct.Struct("<Q")
+
+
+@functools.lru_cache(maxsize=64)
+def _lengths(nbufs: int) -> struct.Struct:
+    """The struct of a frame's buffer lengths."""
+    return struct.Struct(f"<{nbufs}Q")
+
 
 Message = tuple[int, int, Any]  # (tag, kind, payload)
 
@@ -62,6 +69,7 @@ class Sender:
 
     def __init__(self, writer: RingWriter, schedule: Callable[[Callable[[], None]], object] | None = None) -> None:
         self._writer = writer
+        self._ring_data = writer.ring.data
         self._serializer = Serializer()
         self._backlog: deque[memoryview] = deque()
         self._backlog_bytes = 0
@@ -86,23 +94,32 @@ class Sender:
         until that call returns or ``drain()`` does.
         """
         data, buffers = self._serializer.dumps(payload)
-        lengths = [b.nbytes for b in buffers]
-        body = 8 * len(buffers) + len(data) + sum(lengths)
-        head = _FRAME.pack(tag, kind, len(buffers), body)
-        if buffers:
-            head += struct.pack(f"<{len(buffers)}Q", *lengths)
-        if body <= _COALESCE_BYTES:
-            # Small: one joined copy and one ring write beat three writes.
-            pieces = [memoryview(b"".join((head, data, *buffers)))]
-        else:
-            pieces = [memoryview(head), memoryview(data), *buffers]
         self.messages += 1
+        writer = self._writer
+        if not buffers:
+            size = _FRAME.size + len(data)
+            if not self._backlog and (pos := writer.reserve(size)) >= 0:
+                # The common small message: header and pickle straight into the ring.
+                ring = self._ring_data
+                _FRAME.pack_into(ring, pos, tag, kind, 0, len(data))
+                ring[pos + _FRAME.size : pos + size] = data
+                self._published(writer.publish())
+                return
+            pieces = [memoryview(_FRAME.pack(tag, kind, 0, len(data)) + data)]
+        else:
+            lengths = [b.nbytes for b in buffers]
+            body = 8 * len(buffers) + len(data) + sum(lengths)
+            head = _FRAME.pack(tag, kind, len(buffers), body) + _lengths(len(buffers)).pack(*lengths)
+            if body <= _COALESCE_BYTES:
+                # Small: one joined copy and one ring write beat several writes.
+                pieces = [memoryview(b"".join((head, data, *buffers)))]
+            else:
+                pieces = [memoryview(head), memoryview(data), *buffers]
         if self._backlog:
             self._backlog.extend(pieces)
             self._backlog_bytes += sum(len(p) for p in pieces)
             self.flush()
             return
-        writer = self._writer
         free = writer.free()
         for i, piece in enumerate(pieces):
             n = writer.write(piece, free)
@@ -200,7 +217,17 @@ class _Partial:
         return self.tag, self.kind, _decode(self.data, self.buffers)
 
 
-def _decode(data: Any, buffers: list[np.ndarray]) -> Any:
+def _copy_out(data: memoryview, at: int, n: int) -> Any:
+    """A writable copy of ``n`` ring bytes: numpy memory for large buffers
+    (it asks the kernel for huge pages), a bytearray for small ones."""
+    if n < _COALESCE_BYTES:
+        return bytearray(data[at : at + n])
+    buf = np.empty(n, np.uint8)
+    buf[:] = data[at : at + n]
+    return buf
+
+
+def _decode(data: Any, buffers: Sequence[Any]) -> Any:
     try:
         return loads(data, buffers)
     except Exception as exc:  # noqa: BLE001 - delivered to the caller instead
@@ -242,11 +269,16 @@ class Receiver:
                 continue
             if available < _FRAME.size:
                 return False
+            room = available if budget is None else budget - (self.bytes_received - start)
+            taken = self._take_unwrapped(out, available, room)
+            if taken:
+                reader.consume(taken)
+                continue
             tag, kind, nbufs, body = _FRAME.unpack(self._peek(0, _FRAME.size))
             head = _FRAME.size + 8 * nbufs
             if available < head:
                 return False
-            lengths = list(struct.unpack(f"<{nbufs}Q", self._peek(_FRAME.size, 8 * nbufs))) if nbufs else []
+            lengths = list(_lengths(nbufs).unpack(self._peek(_FRAME.size, 8 * nbufs))) if nbufs else []
             pickle_len = body - 8 * nbufs - sum(lengths)
             if available < _FRAME.size + body:
                 reader.consume(head)
@@ -256,6 +288,40 @@ class Receiver:
             self.messages += 1
             self.bytes_received += _FRAME.size + body
             reader.consume(_FRAME.size + body)
+
+    def _take_unwrapped(self, out: list[Message], available: int, room: int) -> int:
+        """Decode, in place, the whole frames that lie unwrapped at the read
+        index, until about ``room`` bytes are taken; return the bytes taken.
+        The caller consumes them at once: one fence for the lot."""
+        reader = self._reader
+        data, head, unpack = reader.ring.data, _FRAME.size, _FRAME.unpack_from
+        pos = first = reader.position()
+        end = min(pos + available, reader.ring.capacity)  # a frame that wraps takes the slow path
+        last = pos + room
+        count = 0
+        while pos + head <= end and pos < last:
+            tag, kind, nbufs, body = unpack(data, pos)
+            size = head + body
+            if pos + size > end:
+                break
+            at = pos + head
+            if nbufs:
+                lengths = _lengths(nbufs).unpack_from(data, at)
+                at += 8 * nbufs
+                stop = pos + size - sum(lengths)
+                buffers, cursor = [], stop
+                for n in lengths:
+                    buffers.append(_copy_out(data, cursor, n))
+                    cursor += n
+                payload = _decode(data[at:stop], buffers)
+            else:
+                payload = _decode(data[at : pos + size], ())
+            out.append((tag, kind, payload))
+            count += 1
+            pos += size
+        self.messages += count
+        self.bytes_received += pos - first
+        return pos - first
 
     def wanted(self) -> int:
         """Unread bytes needed before ``receive`` can make progress again."""

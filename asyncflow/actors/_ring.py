@@ -155,6 +155,17 @@ class RingWriter:
         self._w += n
         return n
 
+    def reserve(self, n: int) -> int:
+        """Claim the next ``n`` bytes as one unwrapped piece; return where they
+        start in ``ring.data``, or -1 if they are not free or would wrap (then
+        nothing is claimed). The caller fills them before ``publish``."""
+        w, cap = self._w, self._cap
+        pos = w % cap
+        if pos + n > cap or cap - (w - int(self._ctl[_READ])) < n:
+            return -1
+        self._w = w + n
+        return pos
+
     def publish(self) -> bool:
         """Make written bytes visible; True if the consumer must be woken (see ``wake``)."""
         self.bytes_written += self._w - int(self._ctl[_WRITE])
@@ -208,6 +219,10 @@ class RingReader:
 
     def available(self) -> int:
         return int(self._ctl[_WRITE]) - self._r
+
+    def position(self, offset: int = 0) -> int:
+        """Where the byte ``offset`` past the read index lies in ``ring.data``."""
+        return (self._r + offset) % self._cap
 
     def contiguous(self, offset: int, n: int) -> memoryview | None:
         """A view of ``n`` bytes at ``offset`` past the read index, or None if they wrap."""
