@@ -95,26 +95,37 @@ class Sender:
         """
         data, buffers = self._serializer.dumps(payload)
         self.messages += 1
-        writer = self._writer
+        writer, head = self._writer, _FRAME.size
         if not buffers:
-            size = _FRAME.size + len(data)
+            size = head + len(data)
             if not self._backlog and (pos := writer.reserve(size)) >= 0:
                 # The common small message: header and pickle straight into the ring.
                 ring = self._ring_data
                 _FRAME.pack_into(ring, pos, tag, kind, 0, len(data))
-                ring[pos + _FRAME.size : pos + size] = data
+                ring[pos + head : pos + size] = data
                 self._published(writer.publish())
                 return
             pieces = [memoryview(_FRAME.pack(tag, kind, 0, len(data)) + data)]
         else:
-            lengths = [b.nbytes for b in buffers]
-            body = 8 * len(buffers) + len(data) + sum(lengths)
-            head = _FRAME.pack(tag, kind, len(buffers), body) + _lengths(len(buffers)).pack(*lengths)
-            if body <= _COALESCE_BYTES:
-                # Small: one joined copy and one ring write beat several writes.
-                pieces = [memoryview(b"".join((head, data, *buffers)))]
-            else:
-                pieces = [memoryview(head), memoryview(data), *buffers]
+            nbufs = len(buffers)
+            lengths = _lengths(nbufs)
+            sizes = list(map(len, buffers))  # raw byte views: len is the byte count
+            body = 8 * nbufs + len(data) + sum(sizes)
+            if body <= _COALESCE_BYTES and not self._backlog and (pos := writer.reserve(head + body)) >= 0:
+                # Small arrays too go straight into the ring, piece by piece.
+                ring = self._ring_data
+                _FRAME.pack_into(ring, pos, tag, kind, nbufs, body)
+                lengths.pack_into(ring, pos + head, *sizes)
+                pos += head + lengths.size
+                end = pos + len(data)
+                ring[pos:end] = data
+                for buf, n in zip(buffers, sizes, strict=True):
+                    pos, end = end, end + n
+                    ring[pos:end] = buf
+                self._published(writer.publish())
+                return
+            framing = _FRAME.pack(tag, kind, nbufs, body) + lengths.pack(*sizes)
+            pieces = [memoryview(framing), memoryview(data), *buffers]
         if self._backlog:
             self._backlog.extend(pieces)
             self._backlog_bytes += sum(len(p) for p in pieces)

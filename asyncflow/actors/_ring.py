@@ -134,7 +134,7 @@ class RingWriter:
         self._ctl = ring.ctl
         self._data = ring.data
         self._cap = ring.capacity
-        self._w = int(self._ctl[_WRITE])
+        self._w = self._published = int(self._ctl[_WRITE])
         self._rung = 0  # the consumer sleep number we last rang for
         self.bytes_written = 0
 
@@ -168,10 +168,13 @@ class RingWriter:
 
     def publish(self) -> bool:
         """Make written bytes visible; True if the consumer must be woken (see ``wake``)."""
-        self.bytes_written += self._w - int(self._ctl[_WRITE])
-        self._ctl[_WRITE] = self._w
-        fence()
-        return self._consumer_needs_ring() != 0
+        ctl, w = self._ctl, self._w
+        self.bytes_written += w - self._published
+        self._published = ctl[_WRITE] = w
+        _fence_lock.acquire()  # fence(), inlined: this runs once per message
+        _fence_lock.release()
+        sleep = ctl[_CONSUMER_SLEEPING]  # loaded before the mark: stored in the other order
+        return sleep != 0 and sleep != self._rung and w - ctl[_READ] >= ctl[_CONSUMER_WANTS]
 
     def _consumer_needs_ring(self) -> int:
         """The consumer's sleep number if it sleeps, unrung, with what it waits for; else 0."""

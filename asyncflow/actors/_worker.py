@@ -195,7 +195,7 @@ class _Server:
             self.sender.wake()
         try:
             result = bound(*args, **kwargs)
-            if is_async or inspect.isawaitable(result):
+            if is_async or (result is not None and inspect.isawaitable(result)):
                 task = asyncio.ensure_future(result)
                 self.tasks[tag] = task
                 task.add_done_callback(lambda t: self.finish_task(tag, method, t))

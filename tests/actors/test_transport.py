@@ -65,6 +65,43 @@ def test_random_payloads_survive_a_small_ring(payloads: list[object], capacity: 
         bell.close()
 
 
+@pytest.mark.parametrize("size", [0, 64, 4096, 1 << 20])
+def test_received_arrays_are_writable_and_outlive_the_ring_bytes(size: int) -> None:
+    """Small arrays come out as bytearray-backed copies, large ones as numpy
+    memory: either way the receiver owns a writable array, and what the
+    producer writes over those ring bytes later does not reach it."""
+    ring = Ring(capacity=1 << 21)
+    bell = Doorbell()
+    try:
+        sender = Sender(RingWriter(ring, bell))
+        receiver = Receiver(RingReader(ring, bell))
+        sent = np.arange(size, dtype=np.uint8)
+        received: list[Message] = []
+
+        def send(tag: int, payload: object) -> None:
+            sender.send(tag, 6, payload)
+            while sender.backlogged:  # larger than the ring: it streams through
+                receiver.receive(received)
+                sender.flush()
+            receiver.receive(received)
+
+        send(1, ("take", (sent, sent.astype(np.float32)), {}))
+        [(_, _, (_, (a, b), _))] = received
+        for _ in range(12):  # 3 MiB through a 2 MiB ring: every byte of it is overwritten
+            send(2, np.full(256 << 10, 255, np.uint8))
+        assert len(received) == 13
+        np.testing.assert_array_equal(a, sent)
+        np.testing.assert_array_equal(b, sent.astype(np.float32))
+        for got in (a, b):
+            assert got.flags.writeable
+            got[...] = 1
+        np.testing.assert_array_equal(a, np.ones(size, np.uint8))
+    finally:
+        ring.close()
+        ring.unlink()
+        bell.close()
+
+
 def test_a_receive_budget_hands_a_flood_over_in_parts() -> None:
     """With a budget, messages come out a few at a time (each batch is handled,
     and its arrays freed, before the next is read), and none is lost."""
