@@ -30,7 +30,21 @@ __all__ = ["Serializer", "dumps_by_value", "loads"]
 
 
 def _rebuild_array(buf: Any, dtype: str, shape: tuple[int, ...]) -> np.ndarray:
-    return np.frombuffer(buf, dtype=dtype).reshape(shape)
+    array = np.frombuffer(buf, dtype=dtype)
+    return array if len(shape) == 1 else array.reshape(shape)
+
+
+_dtype_strs: dict[np.dtype[Any], str] = {}
+
+
+def _dtype_str(dtype: np.dtype[Any]) -> str:
+    """``dtype.str``, cached: numpy builds the string anew on each access (0.5 us)."""
+    code = _dtype_strs.get(dtype)
+    if code is None:
+        if len(_dtype_strs) >= 256:  # many string or record dtypes: start over
+            _dtype_strs.clear()
+        code = _dtype_strs[dtype] = dtype.str
+    return code
 
 
 def _rebuild_tensor(array: np.ndarray, requires_grad: bool) -> Any:
@@ -52,7 +66,7 @@ class _Pickler(pickle.Pickler):
         if kind is np.ndarray:
             if obj.dtype.hasobject or not obj.flags.c_contiguous:
                 return NotImplemented
-            return _rebuild_array, (pickle.PickleBuffer(obj), obj.dtype.str, obj.shape)
+            return _rebuild_array, (pickle.PickleBuffer(obj), _dtype_str(obj.dtype), obj.shape)
         if kind is type or kind is types.FunctionType:
             if getattr(obj, "__module__", None) == "__main__":
                 raise _ByValue

@@ -182,3 +182,25 @@ async def test_replies_landing_at_random_moments_are_never_lost(process_runtime:
     finally:
         stop.set()
         thread.join()
+
+
+@pytest.mark.parametrize("shape", [(), (0,), (0, 3), (2, 3, 4), (1, 70_000)])
+@pytest.mark.parametrize("dtype", [np.bool_, np.int16, np.float64, np.complex64])
+def test_arrays_keep_shape_and_dtype(shape: tuple[int, ...], dtype: type) -> None:
+    ring = Ring(capacity=1 << 20)
+    bell = Doorbell()
+    try:
+        sender = Sender(RingWriter(ring, bell))
+        receiver = Receiver(RingReader(ring, bell))
+        sent = (np.arange(int(np.prod(shape))) % 3).astype(dtype).reshape(shape)
+        sender.send(1, 6, {"x": sent, "t": (sent,)})
+        received: list[Message] = []
+        receiver.receive(received)
+        [(_, _, got)] = received
+        for array in (got["x"], got["t"][0]):
+            assert array.shape == shape and array.dtype == dtype
+            np.testing.assert_array_equal(array, sent)
+    finally:
+        ring.close()
+        ring.unlink()
+        bell.close()
