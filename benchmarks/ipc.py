@@ -1,7 +1,7 @@
 """IPC benchmark: asyncflow's actor layer against the standard ways to talk
 to another process, side by side in one run on this machine.
 
-    python benchmarks/ipc.py [--quick]
+    python benchmarks/ipc.py [--quick] [--repeat N]
 
 1. One-way streaming, messages/s for numpy payloads of 64 B .. 4 MiB:
    asyncflow (driver notifies an actor, awaiting drain() for backpressure),
@@ -14,7 +14,9 @@ to another process, side by side in one run on this machine.
    answer for an actor that imports torch (fork server vs plain spawn).
 
 Every figure uses one producer and one consumer process: at most 2 processes
-are busy, which is what a 2-core machine can run in parallel.
+are busy, which is what a 2-core machine can run in parallel. Every streaming
+and round-trip figure, ours and the others', is the median of ``--repeat``
+runs (default 3), taken in turn: on a shared VM one run can be off by 2x.
 """
 
 from __future__ import annotations
@@ -22,7 +24,9 @@ from __future__ import annotations
 import argparse
 import asyncio
 import concurrent.futures
+import functools
 import multiprocessing as mp
+import statistics
 import sys
 import time
 from collections.abc import Callable
@@ -44,7 +48,7 @@ def _size(n: int) -> str:
 
 
 def _count_for(size: int, quick: bool) -> int:
-    n = {64: 60_000, 4 << 10: 40_000, 256 << 10: 3_000, 4 << 20: 300}[size]
+    n = {64: 60_000, 4 << 10: 40_000, 256 << 10: 5_000, 4 << 20: 500}[size]
     return max(n // 5, 50) if quick else n
 
 
@@ -89,6 +93,7 @@ def _producer_pipe(conn: Any, size: int, n: int) -> None:
 
 def _stream_baseline(kind: str, size: int, n: int) -> float | None:
     ctx = mp.get_context("spawn")
+    target: Callable[[Any, int, int], None]
     if kind == "queue":
         q: Any = ctx.Queue(maxsize=64)
         target, arg, get = _producer_queue, q, q.get
@@ -125,15 +130,40 @@ def _memcpy(size: int, n: int) -> float:
     return n / (time.perf_counter() - start)
 
 
-def streaming(quick: bool) -> None:
+def _median(runs: list[Any]) -> Any:
+    """The median of each figure over runs (a figure of None stays None)."""
+    if runs[0] is None:
+        return None
+    if isinstance(runs[0], tuple):
+        return tuple(_median(list(column)) for column in zip(*runs, strict=True))
+    return statistics.median(runs)
+
+
+def _run(coroutine_function: Callable[..., Any], *args: Any) -> Any:
+    return asyncio.run(coroutine_function(*args))
+
+
+def _repeated(repeat: int, *measures: Callable[[], Any]) -> list[Any]:
+    """Run the measures in turn, ``repeat`` rounds; the median of each."""
+    runs: list[list[Any]] = [[] for _ in measures]
+    for _ in range(repeat):
+        for results, measure in zip(runs, measures, strict=True):
+            results.append(measure())
+    return [_median(results) for results in runs]
+
+
+def streaming(quick: bool, repeat: int) -> None:
     rows = []
     for size in SIZES:
         n = _count_for(size, quick)
-        ours = asyncio.run(_asyncflow_stream(size, n))
-        queue = _stream_baseline("queue", size, n)
-        pipe = _stream_baseline("pipe", size, n)
-        fast = _stream_baseline("faster_fifo", size, n)
-        memcpy = _memcpy(size, n)
+        ours, queue, pipe, fast, memcpy = _repeated(
+            repeat,
+            functools.partial(_run, _asyncflow_stream, size, n),
+            functools.partial(_stream_baseline, "queue", size, n),
+            functools.partial(_stream_baseline, "pipe", size, n),
+            functools.partial(_stream_baseline, "faster_fifo", size, n),
+            functools.partial(_memcpy, size, n),
+        )
         mib = ours * size / 2**20
         rows.append(
             [
@@ -272,14 +302,20 @@ def _pipe_calls(n: int, n_big: int, big: np.ndarray) -> tuple[float, None, float
     return one, None, echo
 
 
-def round_trips(quick: bool) -> None:
+def round_trips(quick: bool, repeat: int) -> None:
     n, n_big = (1000, 40) if quick else (4000, 200)
     big = np.ones(4 << 20, np.uint8)
-    ours = asyncio.run(_asyncflow_calls(n, n_big, big))
+    ours, pool, pipe, aiomp = _repeated(
+        repeat,
+        functools.partial(_run, _asyncflow_calls, n, n_big, big),
+        functools.partial(_run, _pool_calls, n, n_big, big),
+        functools.partial(_pipe_calls, n, n_big, big),
+        functools.partial(_run, _aiomp_calls, n, n_big, big),
+    )
     results: list[tuple[str, Any]] = [
-        ("run_in_executor(ProcessPool)", asyncio.run(_pool_calls(n, n_big, big))),
-        ("multiprocessing.Pipe ping-pong", _pipe_calls(n, n_big, big)),
-        ("aiomultiprocess", asyncio.run(_aiomp_calls(n, n_big, big))),
+        ("run_in_executor(ProcessPool)", pool),
+        ("multiprocessing.Pipe ping-pong", pipe),
+        ("aiomultiprocess", aiomp),
     ]
     rows: list[list[object]] = [["asyncflow actor", *ours, "", "", ""]]
     for label, figures in results:
@@ -342,11 +378,15 @@ def startup() -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="fewer messages (a smoke run)")
+    parser.add_argument("--repeat", type=int, default=3, help="runs per figure; the table shows the median")
     args = parser.parse_args()
+    if args.repeat < 1:
+        parser.error("--repeat must be at least 1")
     print(f"# asyncflow IPC benchmark ({machine_line()}); 1 producer + 1 consumer process per figure")
+    print(f"# each streaming and round-trip figure: median of {args.repeat} runs, contenders taken in turn")
     startup()  # first: nothing may have warmed the fork server yet
-    streaming(args.quick)
-    round_trips(args.quick)
+    streaming(args.quick, args.repeat)
+    round_trips(args.quick, args.repeat)
 
 
 if __name__ == "__main__":
