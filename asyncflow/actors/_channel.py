@@ -9,10 +9,12 @@ The tag and kind sit outside the pickle, so a payload that fails to unpickle
 is still delivered as a :class:`DecodeFailure` to the right caller.
 
 The sender copies what fits into the ring and keeps the rest in a backlog
-that is written as the consumer frees space; the receiver decodes a frame in
-place when all of it is in the ring (one copy out for each buffer) and
-otherwise streams it piece by piece into buffers it allocates. So a message
-larger than the ring travels too, and neither side ever blocks the loop.
+that is written as the consumer frees space; the receiver decodes a small
+frame in place once all of it is in the ring (one copy out for each buffer),
+and streams a large one piece by piece into buffers it allocates, handing
+each piece's ring bytes back as soon as it is copied. So a message larger
+than the ring travels too, producer and consumer copy at the same time, and
+neither side ever blocks the loop.
 """
 
 from __future__ import annotations
@@ -57,6 +59,14 @@ _RING_EVERY = 32
 
 # Messages up to this size are joined into one piece before they are written.
 _COALESCE_BYTES = 16 << 10
+
+# Frames larger than this are copied out in steps of ``_STEP``, each step's
+# bytes handed back to the producer at once, even when the whole frame is
+# already in the ring. Copying a whole 4 MiB frame before consuming any of it
+# kept the producer (with the next frame) waiting through every other copy:
+# streaming ran at 1,900 4 MiB messages/s that way.
+_STREAMED = 1 << 20
+_STEP = 1 << 20
 
 
 class Sender:
@@ -211,17 +221,20 @@ class _Partial:
             self.offset = 0
 
     def fill(self, reader: RingReader, available: int) -> bool:
-        """Copy what is available; True when the frame is complete."""
+        """Copy what is available; True when the frame is complete.
+
+        Bytes go back to the producer every ``_STEP`` copied, so it refills
+        the ring while we copy the rest."""
         done = 0
         while available > done and self.index < len(self.targets):
             target = self.targets[self.index]
-            n = min(len(target) - self.offset, available - done)
-            reader.copy(done, target[self.offset : self.offset + n])
+            n = min(len(target) - self.offset, available - done, _STEP)
+            reader.copy(0, target[self.offset : self.offset + n])
+            reader.consume(n)
             done += n
             self.offset += n
             self._skip_empty()
         self.left -= done
-        reader.consume(done)
         return self.index == len(self.targets)
 
     def finish(self) -> Message:
@@ -291,7 +304,7 @@ class Receiver:
                 return False
             lengths = list(_lengths(nbufs).unpack(self._peek(_FRAME.size, 8 * nbufs))) if nbufs else []
             pickle_len = body - 8 * nbufs - sum(lengths)
-            if available < _FRAME.size + body:
+            if available < _FRAME.size + body or body > _STREAMED:
                 reader.consume(head)
                 self._partial = _Partial(tag, kind, pickle_len, lengths)
                 continue
@@ -313,7 +326,7 @@ class Receiver:
         while pos + head <= end and pos < last:
             tag, kind, nbufs, body = unpack(data, pos)
             size = head + body
-            if pos + size > end:
+            if pos + size > end or body > _STREAMED:
                 break
             at = pos + head
             if nbufs:
