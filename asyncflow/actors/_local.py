@@ -82,6 +82,10 @@ class LocalTransport:
     async def drain(self) -> None:
         """Nothing is ever buffered in-process."""
 
+    @property
+    def backlogged(self) -> bool:
+        return False
+
     async def stop(self) -> None:
         self._stopped = True
         for task in list(self._tasks):

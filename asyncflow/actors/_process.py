@@ -198,11 +198,17 @@ class ProcessTransport:
 
     def notify(self, method: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
         assert self._sender is not None
-        self._check_alive()
+        if self._stopping or self._dead is not None:
+            self._check_alive()
         try:
             self._sender.send(0, Kind.NOTIFY, (method, args, kwargs))
         except Exception as exc:
             raise SerializationError(f"cannot pickle the arguments of {self.name}.{method}(): {exc}") from exc
+
+    @property
+    def backlogged(self) -> bool:
+        """Whether some of what was sent still waits for ring space."""
+        return self._sender is not None and self._sender.backlogged
 
     async def drain(self) -> None:
         """Wait until everything sent so far is in the ring (not in our backlog)."""

@@ -203,7 +203,8 @@ class _Server:
         except Exception as exc:  # noqa: BLE001 - travels back to the caller
             self.sender.send(tag, Kind.ERROR, pack_error(exc))
             return
-        self.reply(tag, method, result)
+        if tag:  # a notify (tag 0) gets no answer
+            self.reply(tag, method, result)
 
     def finish_task(self, tag: int, method: str, task: asyncio.Task[Any]) -> None:
         self.tasks.pop(tag, None)
