@@ -77,6 +77,27 @@ async def test_notify_runs_without_reply(runtime: asyncflow.Runtime) -> None:
     assert await c.add(0) == 100
 
 
+async def test_drain_waits_for_the_backlog(runtime: asyncflow.Runtime) -> None:
+    c = await runtime.spawn(Counter)
+    await c.drain()  # nothing sent: done at once
+    await c.add(0)
+
+
+async def test_drain_gives_backpressure_through_a_small_ring() -> None:
+    """Each 1 MiB notify overflows a 64 KiB ring: it waits in the sender's
+    backlog until the actor reads, and drain() returns only once it is written."""
+    async with asyncflow.open_runtime(ring_bytes=64 << 10) as rt:
+        c = await rt.spawn(Counter)
+        payload = np.arange(1 << 18, dtype=np.float32)  # 1 MiB
+        for _ in range(5):
+            c.notify("echo", payload)
+            assert c._transport.backlogged
+            await c.drain()
+            assert not c._transport.backlogged
+        assert await c.add(1) == 1  # the actor took all five before this call
+        assert rt.statistics().bytes_moved > 5 << 20
+
+
 async def test_notify_failure_surfaces_at_next_call(process_runtime: asyncflow.Runtime) -> None:
     c = await process_runtime.spawn(Counter)
     c.notify("fail", "from notify")
