@@ -71,11 +71,16 @@ def _render_env(spec: Any) -> gym.Env[Any, Any]:
     return env
 
 
-def _write_video(path: Path, frames: list[np.ndarray], fps: int) -> None:
+def _imageio() -> Any:
     try:
         import imageio
     except ImportError as exc:
         raise ConfigError("--video needs imageio and pillow (pip install 'asyncflow[video]')") from exc
+    return imageio
+
+
+def _write_video(path: Path, frames: list[np.ndarray], fps: int) -> None:
+    imageio = _imageio()
 
     if path.suffix.lower() == ".gif":
         imageio.v2.mimsave(path, frames, duration=1000 / fps, loop=0)  # type: ignore[arg-type]
@@ -100,10 +105,7 @@ def evaluate(
         raise ConfigError(f"--episodes must be >= 1, not {episodes}")
     algo, policy = load_policy(checkpoint)
     if video is not None:
-        try:
-            import imageio  # noqa: F401 - checked before the episodes are run, not after
-        except ImportError as exc:
-            raise ConfigError("--video needs imageio and pillow (pip install 'asyncflow[video]')") from exc
+        _imageio()  # checked before the episodes are run, not after
     env = _render_env(algo.config.env) if video is not None else make_env(algo.config.env)
     returns: list[float] = []
     lengths: list[int] = []

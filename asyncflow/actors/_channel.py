@@ -32,7 +32,7 @@ from ._doorbell import Doorbell
 from ._ring import RingReader, RingWriter
 from ._serialize import Serializer, loads
 
-__all__ = ["DecodeFailure", "Endpoint", "Message", "Receiver", "Sender"]
+__all__ = ["PUMP_BUDGET", "DecodeFailure", "Endpoint", "Message", "Receiver", "Sender"]
 
 _FRAME = struct.Struct("<qB3xIQ")
 
@@ -110,6 +110,8 @@ class Sender:
             size = head + len(data)
             if not self._backlog and (pos := writer.reserve(size)) >= 0:
                 # The common small message: header and pickle straight into the ring.
+                # (Folding this into the path with buffers below cost a small call
+                # 1.7 us more per send, 4.3 against 2.6 us.)
                 ring = self._ring_data
                 _FRAME.pack_into(ring, pos, tag, kind, 0, len(data))
                 ring[pos + head : pos + size] = data
@@ -378,6 +380,10 @@ class Receiver:
             return _decode(data, buffers)
         with view:
             return _decode(view, buffers)
+
+
+# Bytes one pump takes before it lets the loop handle them (see Endpoint.pump).
+PUMP_BUDGET = 4 << 20
 
 
 class Endpoint:

@@ -26,7 +26,7 @@ from multiprocessing.process import BaseProcess
 from typing import Any
 
 from ..errors import ActorDiedError, ClosedError, SerializationError
-from ._channel import DecodeFailure, Endpoint, Message, Receiver, Sender
+from ._channel import PUMP_BUDGET, DecodeFailure, Endpoint, Message, Receiver, Sender
 from ._doorbell import Doorbell
 from ._launch import ActorProcess
 from ._protocol import Kind, PackedError, unpack_error
@@ -34,9 +34,6 @@ from ._ring import Ring, RingReader, RingWriter
 from ._worker import Bootstrap, InheritedBell, main
 
 __all__ = ["ProcessOptions", "ProcessTransport"]
-
-# Bytes one pump takes before it lets the loop handle them (see Endpoint.pump).
-_PUMP_BUDGET = 4 << 20
 
 
 @dataclass(frozen=True)
@@ -212,7 +209,7 @@ class ProcessTransport:
 
     async def drain(self) -> None:
         """Wait until everything sent so far is in the ring (not in our backlog)."""
-        while self._sender is not None and self._sender.backlogged:
+        while self.backlogged:
             self._check_alive()
             if self._drained is None or self._drained.done():
                 assert self._loop is not None
@@ -235,13 +232,13 @@ class ProcessTransport:
     def _on_wake(self) -> None:
         if self._endpoint is None:
             return  # a pump scheduled just before the transport closed
-        messages, more = self._endpoint.pump(_PUMP_BUDGET)
+        messages, more = self._endpoint.pump(PUMP_BUDGET)
         if more and self._loop is not None:
             self._loop.call_soon(self._on_wake)  # we stay awake: no doorbell will come
         for tag, kind, payload in messages:
             self._handle(tag, kind, payload)
         drained = self._drained
-        if drained is not None and not drained.done() and not (self._sender and self._sender.backlogged):
+        if drained is not None and not drained.done() and not self.backlogged:
             drained.set_result(None)
 
     def _drain_all(self) -> list[Message]:
@@ -250,7 +247,7 @@ class ProcessTransport:
         out: list[Message] = []
         more = True
         while more:
-            messages, more = self._endpoint.pump(_PUMP_BUDGET)
+            messages, more = self._endpoint.pump(PUMP_BUDGET)
             out += messages
         return out
 

@@ -171,10 +171,8 @@ class RingWriter:
         ctl, w = self._ctl, self._w
         self.bytes_written += w - self._published
         self._published = ctl[_WRITE] = w
-        _fence_lock.acquire()  # fence(), inlined: this runs once per message
-        _fence_lock.release()
-        sleep = ctl[_CONSUMER_SLEEPING]  # loaded before the mark: stored in the other order
-        return sleep != 0 and sleep != self._rung and w - ctl[_READ] >= ctl[_CONSUMER_WANTS]
+        fence()
+        return self._consumer_needs_ring() != 0
 
     def _consumer_needs_ring(self) -> int:
         """The consumer's sleep number if it sleeps, unrung, with what it waits for; else 0."""

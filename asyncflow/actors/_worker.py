@@ -23,16 +23,13 @@ from multiprocessing import parent_process, reduction
 from typing import Any
 
 from ..errors import SerializationError
-from ._channel import DecodeFailure, Endpoint, Receiver, Sender
+from ._channel import PUMP_BUDGET, DecodeFailure, Endpoint, Receiver, Sender
 from ._doorbell import Doorbell
 from ._protocol import Kind, describe, pack_error
 from ._ring import Ring, RingReader, RingWriter
 from ._serialize import loads
 
 __all__ = ["Bootstrap", "InheritedBell", "main", "method_table"]
-
-# Bytes one pump takes before it lets the loop run them (see Endpoint.pump).
-_PUMP_BUDGET = 4 << 20
 
 
 class InheritedBell:
@@ -167,7 +164,7 @@ class _Server:
                 await asyncio.wait(list(self.tasks.values()))
 
     def on_wake(self) -> None:
-        messages, more = self.endpoint.pump(_PUMP_BUDGET)
+        messages, more = self.endpoint.pump(PUMP_BUDGET)
         if more:
             asyncio.get_running_loop().call_soon(self.on_wake)  # we stay awake: no doorbell will come
         for tag, kind, payload in messages:
