@@ -1,0 +1,175 @@
+"""The built-in models, one per family, each an encoder (``encoders.py``) plus MLPs.
+
+- ``ActorCriticNet``: distribution inputs and a value. On vector observations
+  it is two separate tanh MLPs (policy and value), as before encoders existed;
+  on images one shared torso (Nature DQN: convolutions, then 512 ReLU units).
+- ``QNet``: Q values, with a dueling head (Wang et al. 2016) if asked.
+- ``ContinuousNet``: an ``actor`` (Gaussian parameters or a deterministic
+  pre-tanh action) and a ``critic`` with ``num_q`` Q heads on (features, action).
+
+Each honours its family's protocol in ``protocols.py``; a user's module is a
+drop-in replacement for any of them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import torch
+from torch import nn
+
+from ..nets import mlp
+from ..spaces import is_image, space_leaves
+from .config import ACTIVATIONS, ModelConfig
+from .distributions import ActionHead
+from .encoders import build_encoder
+
+__all__ = ["ActorCriticNet", "ContinuousNet", "QNet", "has_image"]
+
+SQRT2 = float(np.sqrt(2))
+DEFAULT = ModelConfig()
+IMAGE_HIDDEN = (512,)
+
+
+def has_image(space: gym.Space[Any]) -> bool:
+    """Whether any leaf of ``space`` is an image."""
+    return any(is_image(leaf) for _, leaf in space_leaves(space))
+
+
+def _hidden(config: ModelConfig, space: gym.Space[Any], default: Sequence[int]) -> tuple[int, ...]:
+    if config.hidden is not None:
+        return config.hidden
+    return IMAGE_HIDDEN if has_image(space) and config.encoder != "mlp" else tuple(default)
+
+
+def _torso(sizes: Sequence[int], activation: type[nn.Module]) -> nn.Module:
+    """Dense layers with an activation after each, including the last."""
+    if len(sizes) < 2:
+        return nn.Identity()
+    return nn.Sequential(mlp(sizes, activation, SQRT2), activation())
+
+
+class ActorCriticNet(nn.Module):
+    """``forward(obs) -> (distribution inputs (B, k), values (B,))``.
+
+    For a ``Box`` action space the log-stds are one learned vector, the same
+    for every observation (PPO's usual choice), appended to the means.
+    """
+
+    def __init__(
+        self,
+        observation_space: gym.Space[Any],
+        action_space: gym.Space[Any],
+        config: ModelConfig = DEFAULT,
+        hidden: Sequence[int] = (64, 64),
+    ) -> None:
+        super().__init__()
+        image = has_image(observation_space) and config.encoder != "mlp"
+        sizes = _hidden(config, observation_space, hidden)
+        activation = ACTIVATIONS[config.activation or ("relu" if image else "tanh")]
+        self.encoder = build_encoder(observation_space, kind=config.encoder, cnn_filters=config.cnn_filters)
+        head = ActionHead(action_space)
+        self.gaussian = isinstance(action_space, gym.spaces.Box)
+        out = head.action_dim if self.gaussian else head.num_inputs
+        if self.gaussian:
+            self.log_std = nn.Parameter(torch.zeros(out))
+        self.shared = image if config.shared is None else config.shared
+        features = self.encoder.out_dim
+        if self.shared:
+            self.torso = _torso([features, *sizes], activation)
+            last = sizes[-1] if sizes else features
+            self.pi = mlp([last, out], activation, 0.01)
+            self.vf = mlp([last, 1], activation, 1.0)
+        else:
+            self.pi = mlp([features, *sizes, out], activation, 0.01)
+            self.vf = mlp([features, *sizes, 1], activation, 1.0)
+
+    def forward(self, obs: Any) -> tuple[torch.Tensor, torch.Tensor]:
+        x = self.encoder(obs)
+        if self.shared:
+            x = self.torso(x)
+        out = self.pi(x)
+        if self.gaussian:
+            out = torch.cat([out, self.log_std.expand_as(out)], -1)
+        return out, self.vf(x).squeeze(-1)
+
+
+class QNet(nn.Module):
+    """``forward(obs) -> Q values (B, n)``: a ReLU torso, then a plain or dueling head
+    (``Q = V + A - mean(A)``)."""
+
+    def __init__(
+        self,
+        observation_space: gym.Space[Any],
+        action_space: gym.spaces.Discrete,
+        config: ModelConfig = DEFAULT,
+        hidden: Sequence[int] = (64, 64),
+        dueling: bool = True,
+    ) -> None:
+        super().__init__()
+        sizes = _hidden(config, observation_space, hidden)
+        activation = ACTIVATIONS[config.activation or "relu"]
+        self.encoder = build_encoder(observation_space, kind=config.encoder, cnn_filters=config.cnn_filters)
+        self.torso = _torso([self.encoder.out_dim, *sizes], activation)
+        last = sizes[-1] if sizes else self.encoder.out_dim
+        self.advantage = mlp([last, int(action_space.n)], out_gain=0.01)
+        self.state_value = mlp([last, 1], out_gain=1.0) if dueling else None
+
+    def forward(self, obs: Any) -> torch.Tensor:
+        h = self.torso(self.encoder(obs))
+        a = self.advantage(h)
+        if self.state_value is None:
+            return a  # type: ignore[no-any-return]
+        return self.state_value(h) + a - a.mean(-1, keepdim=True)  # type: ignore[no-any-return]
+
+
+class _Actor(nn.Module):
+    def __init__(self, space: gym.Space[Any], config: ModelConfig, sizes: Sequence[int], out: int) -> None:
+        super().__init__()
+        activation = ACTIVATIONS[config.activation or "relu"]
+        self.encoder = build_encoder(space, kind=config.encoder, cnn_filters=config.cnn_filters)
+        self.net = mlp([self.encoder.out_dim, *sizes, out], activation, 0.01)
+
+    def forward(self, obs: Any) -> torch.Tensor:
+        return self.net(self.encoder(obs))  # type: ignore[no-any-return]
+
+
+class _Critic(nn.Module):
+    def __init__(
+        self, space: gym.Space[Any], config: ModelConfig, sizes: Sequence[int], act_dim: int, num_q: int
+    ) -> None:
+        super().__init__()
+        activation = ACTIVATIONS[config.activation or "relu"]
+        self.encoder = build_encoder(space, kind=config.encoder, cnn_filters=config.cnn_filters)
+        width = self.encoder.out_dim + act_dim
+        self.heads = nn.ModuleList(mlp([width, *sizes, 1], activation, 1.0) for _ in range(num_q))
+
+    def forward(self, obs: Any, actions: torch.Tensor) -> torch.Tensor:
+        x = torch.cat([self.encoder(obs), actions.reshape(actions.shape[0], -1)], -1)
+        return torch.cat([q(x) for q in self.heads], -1)
+
+
+class ContinuousNet(nn.Module):
+    """``actor(obs)``: ``(B, 2d)`` Gaussian means and log-stds (``gaussian=True``, SAC) or
+    ``(B, d)`` pre-tanh actions (DDPG, TD3); ``critic(obs, actions) -> (B, num_q)``.
+
+    Actions are in the normalized ``[-1, 1]^d``; the algorithm maps them to the env's bounds.
+    """
+
+    def __init__(
+        self,
+        observation_space: gym.Space[Any],
+        action_space: gym.spaces.Box,
+        config: ModelConfig = DEFAULT,
+        hidden: Sequence[int] = (256, 256),
+        gaussian: bool = True,
+        num_q: int = 2,
+    ) -> None:
+        super().__init__()
+        sizes = _hidden(config, observation_space, hidden)
+        act_dim = int(np.prod(action_space.shape))
+        self.actor = _Actor(observation_space, config, sizes, 2 * act_dim if gaussian else act_dim)
+        self.critic = _Critic(observation_space, config, sizes, act_dim, num_q)
