@@ -12,7 +12,7 @@ from typing import TypeVar
 
 import numpy as np
 
-from ..rl.policy import TorchPolicy
+from ..rl.actor_critic import ActorCriticPolicy
 from ..rl.sample_batch import MultiAgentBatch, SampleBatch, concat_samples
 from ..rl.worker_set import WorkerSet
 from ._context import NUM_ENV_STEPS_TRAINED, NUM_LEARNER_STEPS, FlowContext, current_context
@@ -105,7 +105,7 @@ async def standardize_fields(source: AsyncIterable[SampleBatch], fields: Sequenc
 
 async def train_one_step(
     source: AsyncIterable[SampleBatch],
-    learner: TorchPolicy,
+    learner: ActorCriticPolicy,
     workers: WorkerSet,
     *,
     num_epochs: int = 1,
@@ -130,7 +130,9 @@ async def train_one_step(
                 yield info
 
 
-async def compute_gradients(source: AsyncIterable[SampleBatch], learner: TorchPolicy) -> AsyncIterator[GradientsItem]:
+async def compute_gradients(
+    source: AsyncIterable[SampleBatch], learner: ActorCriticPolicy
+) -> AsyncIterator[GradientsItem]:
     """Gradients of the learner's loss on each batch (in a thread)."""
     with named("compute_gradients"):
         async with closing(source) as batches:
@@ -153,7 +155,7 @@ async def average_gradients(source: AsyncIterable[Sequence[GradientsItem]]) -> A
 
 async def apply_gradients(
     source: AsyncIterable[GradientsItem],
-    learner: TorchPolicy,
+    learner: ActorCriticPolicy,
     workers: WorkerSet,
     *,
     update_all: bool = True,

@@ -1,13 +1,19 @@
 """Continuous control parts for SAC, DDPG and TD3 on ``Box`` actions.
 
-Every network works in a normalized action space ``[-1, 1]^d``; the workers'
-policies map actions to the environment's bounds in ``env_actions``, and the
-replay buffer stores the normalized actions, so the critics never see the
-scale of a particular environment.
+Every network works in a normalized action space ``[-1, 1]^d`` (``d`` the
+size of the flattened ``Box``); the workers' policies map actions to the
+environment's bounds and shape in ``env_actions``, and the replay buffer
+stores the normalized actions, so the critics never see the scale of a
+particular environment.
 
-- ``SquashedGaussianActor``: a tanh-squashed Gaussian (SAC), with the
+The model is any module honouring ``ContinuousModel`` (the built-in
+``ContinuousNet`` by default): an ``actor`` and a ``critic`` with one column
+per Q function.
+
+- ``squashed_gaussian``: a tanh-squashed Gaussian sample (SAC), with the
   change-of-variables correction in its log-probability.
-- ``DeterministicActor``: ``tanh(MLP)`` (DDPG, TD3); workers add Gaussian noise.
+- ``SquashedGaussianPolicy``, ``DeterministicPolicy``: what workers run
+  (DDPG and TD3: ``tanh(actor(obs))`` plus Gaussian noise).
 - ``SACLearner``: twin Q with target networks, automatic entropy tuning.
 - ``TD3Learner``: twin Q, target policy smoothing and delayed actor updates;
   with ``twin_q=False, policy_delay=1, target_noise=0`` it is DDPG.
@@ -15,87 +21,74 @@ scale of a particular environment.
 
 from __future__ import annotations
 
+import copy
 import math
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, cast
 
 import gymnasium as gym
 import numpy as np
 import torch
 from torch import nn
 
-from .nets import flat_parameters, load_flat_parameters, mlp, polyak_update
+from .device import resolve_device, to_numpy, to_tensors
+from .models import ModelSpec, build_model
+from .nets import polyak_update
 from .optim import Adam
-from .policy import FlatWeights
+from .policy import FlatWeights, flat_weights, load_flat_weights
 from .replay_buffer import WEIGHTS
 from .sample_batch import ACTIONS, DISCOUNTS, NEXT_OBS, OBS, REWARDS, SampleBatch
+from .tree import Tree, tree_len
 
 __all__ = [
-    "DeterministicActor",
     "DeterministicPolicy",
     "SACLearner",
-    "SquashedGaussianActor",
     "SquashedGaussianPolicy",
     "TD3Learner",
-    "TwinQ",
+    "squashed_gaussian",
 ]
 
 LOG_STD_MIN, LOG_STD_MAX = -20.0, 2.0
 
 
-def _box_dims(observation_space: gym.Space[Any], action_space: gym.Space[Any]) -> tuple[int, int]:
-    if not isinstance(action_space, gym.spaces.Box) or len(action_space.shape) != 1:
-        raise TypeError(f"continuous control needs a 1-D Box action space, not {action_space}")
+def _box(action_space: gym.Space[Any]) -> gym.spaces.Box:
+    if not isinstance(action_space, gym.spaces.Box):
+        raise TypeError(f"continuous control needs a Box action space, not {action_space}")
     if not np.all(np.isfinite(action_space.low)) or not np.all(np.isfinite(action_space.high)):
         raise TypeError(f"continuous control needs finite action bounds, not {action_space}")
-    return int(observation_space.shape[0]), int(action_space.shape[0])  # type: ignore[index]
+    return action_space
 
 
-class SquashedGaussianActor(nn.Module):
-    def __init__(self, obs_dim: int, act_dim: int, hidden: Sequence[int]) -> None:
-        super().__init__()
-        self.net = mlp([obs_dim, *hidden, 2 * act_dim], nn.ReLU, 0.01)
-
-    def forward(self, obs: torch.Tensor, deterministic: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
-        """Actions in [-1, 1] (reparameterized, so gradients flow) and their log-probabilities."""
-        mean, log_std = self.net(obs).chunk(2, dim=-1)
-        log_std = log_std.clamp(LOG_STD_MIN, LOG_STD_MAX)
-        std = log_std.exp()
-        u = mean if deterministic else mean + std * torch.randn_like(mean)
-        gaussian_logp = (-0.5 * ((u - mean) / std) ** 2 - log_std - 0.5 * math.log(2 * math.pi)).sum(-1)
-        # log |d tanh(u)/du| = log(1 - tanh(u)^2) = 2 (log 2 - u - softplus(-2u)), stable for large |u|.
-        correction = (2 * (math.log(2) - u - nn.functional.softplus(-2 * u))).sum(-1)
-        return torch.tanh(u), gaussian_logp - correction
+def squashed_gaussian(params: torch.Tensor, deterministic: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+    """Actions in [-1, 1] from ``(B, 2d)`` means and log-stds (reparameterized, so gradients
+    flow) and their log-probabilities."""
+    mean, log_std = params.chunk(2, dim=-1)
+    log_std = log_std.clamp(LOG_STD_MIN, LOG_STD_MAX)
+    std = log_std.exp()
+    u = mean if deterministic else mean + std * torch.randn_like(mean)
+    gaussian_logp = (-0.5 * ((u - mean) / std) ** 2 - log_std - 0.5 * math.log(2 * math.pi)).sum(-1)
+    # log |d tanh(u)/du| = log(1 - tanh(u)^2) = 2 (log 2 - u - softplus(-2u)), stable for large |u|.
+    correction = (2 * (math.log(2) - u - nn.functional.softplus(-2 * u))).sum(-1)
+    return torch.tanh(u), gaussian_logp - correction
 
 
-class DeterministicActor(nn.Module):
-    def __init__(self, obs_dim: int, act_dim: int, hidden: Sequence[int]) -> None:
-        super().__init__()
-        self.net = mlp([obs_dim, *hidden, act_dim], nn.ReLU, 0.01)
-
-    def forward(self, obs: torch.Tensor) -> torch.Tensor:
-        return torch.tanh(self.net(obs))
-
-
-class TwinQ(nn.Module):
-    """One or two Q(s, a) MLPs."""
-
-    def __init__(self, obs_dim: int, act_dim: int, hidden: Sequence[int], twin: bool = True) -> None:
-        super().__init__()
-        self.q1 = mlp([obs_dim + act_dim, *hidden, 1], nn.ReLU, 1.0)
-        self.q2 = mlp([obs_dim + act_dim, *hidden, 1], nn.ReLU, 1.0) if twin else None
-
-    def forward(self, obs: torch.Tensor, actions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
-        x = torch.cat([obs, actions], -1)
-        q1 = self.q1(x).squeeze(-1)
-        return q1, (self.q2(x).squeeze(-1) if self.q2 is not None else None)
+def _build(
+    spec: ModelSpec,
+    observation_space: gym.Space[Any],
+    action_space: gym.Space[Any],
+    hidden: Sequence[int],
+    gaussian: bool,
+    num_q: int,
+) -> nn.Module:
+    return build_model(spec, observation_space, action_space, "continuous", hidden=hidden, gaussian=gaussian,
+                       num_q=num_q)  # fmt: skip
 
 
 class _BoxPolicy:
-    """Worker side: an actor network, uniform random actions for the first
+    """Worker side: the model's actor, uniform random actions for the first
     ``random_steps`` steps of this worker, and scaling to the env's bounds."""
 
-    actor_class: type[nn.Module]
+    gaussian: bool
 
     def __init__(
         self,
@@ -104,82 +97,103 @@ class _BoxPolicy:
         *,
         seed: int = 0,
         worker_index: int = 0,
+        model: ModelSpec = None,
         hidden: Sequence[int] = (256, 256),
         random_steps: int = 0,
+        num_q: int = 2,
+        device: str | torch.device = "cpu",
     ) -> None:
-        obs_dim, act_dim = _box_dims(observation_space, action_space)
-        self.low = np.asarray(action_space.low, np.float32)  # type: ignore[attr-defined]
-        self.high = np.asarray(action_space.high, np.float32)  # type: ignore[attr-defined]
+        box = _box(action_space)
+        self.device = resolve_device(device) if isinstance(device, str) else device
+        self.shape = tuple(box.shape)
+        self.low = np.asarray(box.low, np.float32).reshape(-1)
+        self.high = np.asarray(box.high, np.float32).reshape(-1)
+        self.dtype = box.dtype
         self.random_steps = random_steps
         self.steps = 0
         self.rng = np.random.default_rng(seed)
         self.version = 0
         torch.manual_seed(seed)
-        self.actor = self.actor_class(obs_dim, act_dim, hidden)
+        self.model = _build(model, observation_space, action_space, hidden, self.gaussian, num_q).to(self.device)
 
-    def _act(self, obs: torch.Tensor) -> torch.Tensor:
+    @property
+    def actor(self) -> nn.Module:
+        """The model's actor (its weights are the ones that travel)."""
+        return cast(nn.Module, self.model.actor)
+
+    def _act(self, obs: Tree) -> torch.Tensor:
         raise NotImplementedError  # pragma: no cover
 
     @torch.no_grad()
-    def compute_actions(self, obs: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        n = len(obs)
+    def compute_actions(self, obs: Tree) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Exploring actions in [-1, 1] (log-probs and values are zeros)."""
+        n = tree_len(obs)
         if self.steps < self.random_steps:
             actions = self.rng.uniform(-1, 1, (n, len(self.low))).astype(np.float32)
         else:
-            actions = self._act(torch.as_tensor(obs, dtype=torch.float32)).numpy()
+            actions = self._act(to_tensors(obs, self.device)).cpu().numpy()
         self.steps += n
         zeros = np.zeros(n, np.float32)
         return actions, zeros, zeros
 
+    def values(self, obs: Tree) -> np.ndarray:
+        """Zeros: these workers need no state values."""
+        return np.zeros(tree_len(obs), np.float32)
+
     def env_actions(self, actions: np.ndarray) -> np.ndarray:
-        return self.low + (np.clip(actions, -1, 1) + 1) * 0.5 * (self.high - self.low)  # type: ignore[no-any-return]
+        """Normalized actions scaled to the env's bounds and shaped like its space."""
+        scaled = self.low + (np.clip(actions, -1, 1) + 1) * 0.5 * (self.high - self.low)
+        return scaled.reshape(-1, *self.shape).astype(self.dtype, copy=False)  # type: ignore[no-any-return]
 
     def get_weights(self) -> FlatWeights:
-        return FlatWeights(flat_parameters(self.actor), self.version)
+        """The actor's weights."""
+        return flat_weights(self.actor, self.version)
 
     def set_weights(self, weights: FlatWeights) -> None:
-        load_flat_parameters(self.actor, weights.vector)
+        """Load the learner's actor weights."""
+        load_flat_weights(self.actor, weights.vector)
         self.version = weights.version
 
 
 class SquashedGaussianPolicy(_BoxPolicy):
     """SAC's worker policy: samples from the squashed Gaussian."""
 
-    actor_class = SquashedGaussianActor
+    gaussian = True
 
-    def _act(self, obs: torch.Tensor) -> torch.Tensor:
-        return self.actor(obs)[0]  # type: ignore[no-any-return]
+    def _act(self, obs: Tree) -> torch.Tensor:
+        return squashed_gaussian(self.actor(obs))[0]
 
     @torch.no_grad()
-    def greedy_actions(self, obs: np.ndarray) -> np.ndarray:
-        return self.actor(torch.as_tensor(obs, dtype=torch.float32), deterministic=True)[0].numpy()  # type: ignore[no-any-return]
+    def greedy_actions(self, obs: Tree) -> np.ndarray:
+        """tanh of the Gaussian's mean."""
+        return squashed_gaussian(self.actor(to_tensors(obs, self.device)), True)[0].cpu().numpy()  # type: ignore[no-any-return]
 
 
 class DeterministicPolicy(_BoxPolicy):
     """DDPG's and TD3's worker policy: the actor's action plus Gaussian noise."""
 
-    actor_class = DeterministicActor
+    gaussian = False
 
     def __init__(self, *args: Any, exploration_noise: float = 0.1, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.noise = exploration_noise
-        self.generator = torch.Generator().manual_seed(kwargs.get("seed", 0))
+        self.generator = torch.Generator(device=self.device).manual_seed(kwargs.get("seed", 0))
 
-    def _act(self, obs: torch.Tensor) -> torch.Tensor:
-        a = self.actor(obs)
-        return (a + self.noise * torch.randn(a.shape, generator=self.generator)).clamp(-1, 1)  # type: ignore[no-any-return]
+    def _act(self, obs: Tree) -> torch.Tensor:
+        a = torch.tanh(self.actor(obs))
+        noise = torch.randn(a.shape, generator=self.generator, device=self.device)
+        return (a + self.noise * noise).clamp(-1, 1)
 
     @torch.no_grad()
-    def greedy_actions(self, obs: np.ndarray) -> np.ndarray:
-        return self.actor(torch.as_tensor(obs, dtype=torch.float32)).numpy()  # type: ignore[no-any-return]
+    def greedy_actions(self, obs: Tree) -> np.ndarray:
+        """The actor's action, without noise."""
+        return torch.tanh(self.actor(to_tensors(obs, self.device))).cpu().numpy()  # type: ignore[no-any-return]
 
 
-def _tensors(batch: SampleBatch) -> tuple[torch.Tensor, ...]:
+def _tensors(batch: SampleBatch, device: torch.device) -> tuple[Any, ...]:
     weights = batch[WEIGHTS] if WEIGHTS in batch else np.ones(len(batch), np.float32)
-    return tuple(
-        torch.as_tensor(np.asarray(x, np.float32))
-        for x in (batch[OBS], batch[ACTIONS], batch[REWARDS], batch[NEXT_OBS], batch[DISCOUNTS], weights)
-    )
+    actions = np.asarray(batch[ACTIONS], np.float32).reshape(len(batch), -1)
+    return tuple(to_tensors((batch[OBS], actions, batch[REWARDS], batch[NEXT_OBS], batch[DISCOUNTS], weights), device))
 
 
 def _set_requires_grad(params: list[nn.Parameter], flag: bool) -> None:
@@ -190,19 +204,71 @@ def _set_requires_grad(params: list[nn.Parameter], flag: bool) -> None:
 
 
 def _critic_step(
-    critic: TwinQ, optimizer: Adam, obs: torch.Tensor, actions: torch.Tensor, targets: torch.Tensor, w: torch.Tensor
+    critic: nn.Module,
+    optimizer: Adam,
+    num_q: int,
+    obs: Any,
+    actions: torch.Tensor,
+    targets: torch.Tensor,
+    w: torch.Tensor,
 ) -> tuple[float, torch.Tensor, torch.Tensor]:
-    q1, q2 = critic(obs, actions)
-    loss = (w * (q1 - targets) ** 2).mean()
-    if q2 is not None:
-        loss = loss + (w * (q2 - targets) ** 2).mean()
+    q = critic(obs, actions)
+    loss = sum((w * (q[:, i] - targets) ** 2).mean() for i in range(num_q))
     optimizer.zero_grad()
-    loss.backward()  # type: ignore[no-untyped-call]
+    loss.backward()  # type: ignore[union-attr]
     optimizer.step()
-    return float(loss.detach()), q1.detach(), (q1 - targets).detach().abs()
+    q1 = q[:, 0].detach()
+    return float(loss.detach()), q1, (q1 - targets).abs()  # type: ignore[union-attr]
 
 
-class SACLearner:
+class _ContinuousLearner:
+    """The parts SAC and TD3 share: the model on the learner's device, a target
+    critic, one optimizer each for actor and critic."""
+
+    def __init__(
+        self,
+        observation_space: gym.Space[Any],
+        action_space: gym.Space[Any],
+        *,
+        model: ModelSpec,
+        hidden: Sequence[int],
+        gaussian: bool,
+        num_q: int,
+        actor_lr: float,
+        critic_lr: float,
+        tau: float,
+        seed: int,
+        device: str | torch.device,
+    ) -> None:
+        box = _box(action_space)
+        torch.manual_seed(seed)
+        self.device = resolve_device(device) if isinstance(device, str) else device
+        self.act_dim = int(np.prod(box.shape))
+        self.num_q = num_q
+        self.model = _build(model, observation_space, action_space, hidden, gaussian, num_q).to(self.device)
+        self.target = copy.deepcopy(self.critic).requires_grad_(False)
+        self.actor_opt = Adam(self.actor.parameters(), lr=actor_lr)
+        self.critic_opt = Adam(self.critic.parameters(), lr=critic_lr)
+        self.tau = tau
+        self.version = 0
+        self._critic_params = list(self.critic.parameters())
+
+    @property
+    def actor(self) -> nn.Module:
+        """The model's actor."""
+        return cast(nn.Module, self.model.actor)
+
+    @property
+    def critic(self) -> nn.Module:
+        """The model's critic (``num_q`` Q functions)."""
+        return cast(nn.Module, self.model.critic)
+
+    def get_weights(self) -> FlatWeights:
+        """The actor's weights (all the workers need)."""
+        return flat_weights(self.actor, self.version)
+
+
+class SACLearner(_ContinuousLearner):
     """Soft actor-critic (Haarnoja et al. 2018, with automatic temperature)."""
 
     def __init__(
@@ -210,6 +276,7 @@ class SACLearner:
         observation_space: gym.Space[Any],
         action_space: gym.Space[Any],
         *,
+        model: ModelSpec = None,
         hidden: Sequence[int] = (256, 256),
         actor_lr: float = 3e-4,
         critic_lr: float = 3e-4,
@@ -218,38 +285,28 @@ class SACLearner:
         target_entropy: float | None = None,
         tau: float = 0.005,
         seed: int = 0,
+        device: str | torch.device = "cpu",
     ) -> None:
-        obs_dim, act_dim = _box_dims(observation_space, action_space)
-        torch.manual_seed(seed)
-        self.actor = SquashedGaussianActor(obs_dim, act_dim, hidden)
-        self.critic = TwinQ(obs_dim, act_dim, hidden)
-        self.target = TwinQ(obs_dim, act_dim, hidden)
-        self.target.load_state_dict(self.critic.state_dict())
-        self.target.requires_grad_(False)
-        self.log_alpha = torch.tensor(math.log(initial_alpha), requires_grad=True)
-        self.target_entropy = -float(act_dim) if target_entropy is None else target_entropy
-        self.actor_opt = Adam(self.actor.parameters(), lr=actor_lr)
-        self.critic_opt = Adam(self.critic.parameters(), lr=critic_lr)
+        super().__init__(observation_space, action_space, model=model, hidden=hidden, gaussian=True, num_q=2,
+                         actor_lr=actor_lr, critic_lr=critic_lr, tau=tau, seed=seed, device=device)  # fmt: skip
+        self.log_alpha = torch.tensor(math.log(initial_alpha), device=self.device, requires_grad=True)
+        self.target_entropy = -float(self.act_dim) if target_entropy is None else target_entropy
         self.alpha_opt = Adam([self.log_alpha], lr=alpha_lr)  # type: ignore[list-item]
-        self.tau = tau
-        self.version = 0
-        self._critic_params = list(self.critic.parameters())
 
     def learn_on_batch(self, batch: SampleBatch) -> dict[str, Any]:
-        obs, actions, rewards, next_obs, discounts, w = _tensors(batch)
+        """One critic, actor and temperature step; returns stats and ``td_error``."""
+        obs, actions, rewards, next_obs, discounts, w = _tensors(batch, self.device)
         alpha = self.log_alpha.detach().exp()
         with torch.no_grad():
-            next_actions, next_logp = self.actor(next_obs)
-            t1, t2 = self.target(next_obs, next_actions)
-            assert t2 is not None
-            targets = rewards + discounts * (torch.min(t1, t2) - alpha * next_logp)
-        critic_loss, q1, td = _critic_step(self.critic, self.critic_opt, obs, actions, targets, w)
+            next_actions, next_logp = squashed_gaussian(self.actor(next_obs))
+            t = self.target(next_obs, next_actions)
+            targets = rewards + discounts * (torch.min(t[:, 0], t[:, 1]) - alpha * next_logp)
+        critic_loss, q1, td = _critic_step(self.critic, self.critic_opt, 2, obs, actions, targets, w)
 
         _set_requires_grad(self._critic_params, False)  # the actor's loss must not move the critic
-        new_actions, logp = self.actor(obs)
-        q1_pi, q2_pi = self.critic(obs, new_actions)
-        assert q2_pi is not None
-        actor_loss = (alpha * logp - torch.min(q1_pi, q2_pi)).mean()
+        new_actions, logp = squashed_gaussian(self.actor(obs))
+        q_pi = self.critic(obs, new_actions)
+        actor_loss = (alpha * logp - torch.min(q_pi[:, 0], q_pi[:, 1])).mean()
         self.actor_opt.zero_grad()
         actor_loss.backward()  # type: ignore[no-untyped-call]
         self.actor_opt.step()
@@ -268,14 +325,11 @@ class SACLearner:
             "alpha": float(alpha),
             "entropy": float(-logp.detach().mean()),
             "mean_q": float(q1.mean()),
-            "td_error": td.numpy(),
+            "td_error": to_numpy(td),
         }
 
-    def get_weights(self) -> FlatWeights:
-        return FlatWeights(flat_parameters(self.actor), self.version)
 
-
-class TD3Learner:
+class TD3Learner(_ContinuousLearner):
     """TD3 (Fujimoto et al. 2018): clipped double Q, target policy smoothing,
     delayed actor and target updates. DDPG (Lillicrap et al. 2016) is the
     special case ``twin_q=False, policy_delay=1, target_noise=0``."""
@@ -285,6 +339,7 @@ class TD3Learner:
         observation_space: gym.Space[Any],
         action_space: gym.Space[Any],
         *,
+        model: ModelSpec = None,
         hidden: Sequence[int] = (256, 256),
         actor_lr: float = 1e-3,
         critic_lr: float = 1e-3,
@@ -294,42 +349,35 @@ class TD3Learner:
         target_noise: float = 0.2,
         target_noise_clip: float = 0.5,
         seed: int = 0,
+        device: str | torch.device = "cpu",
     ) -> None:
-        obs_dim, act_dim = _box_dims(observation_space, action_space)
-        torch.manual_seed(seed)
-        self.actor = DeterministicActor(obs_dim, act_dim, hidden)
-        self.target_actor = DeterministicActor(obs_dim, act_dim, hidden)
-        self.target_actor.load_state_dict(self.actor.state_dict())
-        self.critic = TwinQ(obs_dim, act_dim, hidden, twin=twin_q)
-        self.target = TwinQ(obs_dim, act_dim, hidden, twin=twin_q)
-        self.target.load_state_dict(self.critic.state_dict())
-        for net in (self.target_actor, self.target):
-            net.requires_grad_(False)
-        self.actor_opt = Adam(self.actor.parameters(), lr=actor_lr)
-        self.critic_opt = Adam(self.critic.parameters(), lr=critic_lr)
-        self.tau, self.policy_delay = tau, policy_delay
+        super().__init__(observation_space, action_space, model=model, hidden=hidden, gaussian=False,
+                         num_q=2 if twin_q else 1, actor_lr=actor_lr, critic_lr=critic_lr, tau=tau, seed=seed,
+                         device=device)  # fmt: skip
+        self.target_actor = copy.deepcopy(self.actor).requires_grad_(False)
+        self.policy_delay = policy_delay
         self.target_noise, self.target_noise_clip = target_noise, target_noise_clip
-        self.generator = torch.Generator().manual_seed(seed)
+        self.generator = torch.Generator(device=self.device).manual_seed(seed)
         self.steps = 0
-        self.version = 0
         self._actor_loss = 0.0
-        self._critic_params = list(self.critic.parameters())
 
     def learn_on_batch(self, batch: SampleBatch) -> dict[str, Any]:
-        obs, actions, rewards, next_obs, discounts, w = _tensors(batch)
+        """One critic step, and every ``policy_delay`` steps an actor and target step."""
+        obs, actions, rewards, next_obs, discounts, w = _tensors(batch, self.device)
         with torch.no_grad():
-            next_actions = self.target_actor(next_obs)
+            next_actions = torch.tanh(self.target_actor(next_obs))
             if self.target_noise > 0:
-                noise = torch.randn(next_actions.shape, generator=self.generator) * self.target_noise
-                noise = noise.clamp(-self.target_noise_clip, self.target_noise_clip)
+                noise = torch.randn(next_actions.shape, generator=self.generator, device=self.device)
+                noise = (noise * self.target_noise).clamp(-self.target_noise_clip, self.target_noise_clip)
                 next_actions = (next_actions + noise).clamp(-1, 1)
-            t1, t2 = self.target(next_obs, next_actions)
-            targets = rewards + discounts * (torch.min(t1, t2) if t2 is not None else t1)
-        critic_loss, q1, td = _critic_step(self.critic, self.critic_opt, obs, actions, targets, w)
+            t = self.target(next_obs, next_actions)
+            next_q = torch.min(t[:, 0], t[:, 1]) if self.num_q == 2 else t[:, 0]
+            targets = rewards + discounts * next_q
+        critic_loss, q1, td = _critic_step(self.critic, self.critic_opt, self.num_q, obs, actions, targets, w)
         self.steps += 1
         if self.steps % self.policy_delay == 0:
             _set_requires_grad(self._critic_params, False)
-            actor_loss = -self.critic(obs, self.actor(obs))[0].mean()
+            actor_loss = -self.critic(obs, torch.tanh(self.actor(obs)))[:, 0].mean()
             self.actor_opt.zero_grad()
             actor_loss.backward()  # type: ignore[no-untyped-call]
             self.actor_opt.step()
@@ -339,7 +387,4 @@ class TD3Learner:
             polyak_update(self.target, self.critic, self.tau)
             self.version += 1
         return {"critic_loss": critic_loss, "actor_loss": self._actor_loss, "mean_q": float(q1.mean()),
-                "td_error": td.numpy()}  # fmt: skip
-
-    def get_weights(self) -> FlatWeights:
-        return FlatWeights(flat_parameters(self.actor), self.version)
+                "td_error": to_numpy(td)}  # fmt: skip

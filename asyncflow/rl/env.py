@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable
 from typing import Any
 
@@ -9,7 +10,7 @@ import gymnasium as gym
 
 from ..errors import ConfigError
 
-__all__ = ["EnvSpec", "make_env", "probe_spaces"]
+__all__ = ["EnvSpec", "import_attribute", "make_env", "probe_spaces"]
 
 EnvSpec = str | Callable[[], gym.Env[Any, Any]]
 
@@ -36,3 +37,18 @@ def probe_spaces(spec: EnvSpec) -> tuple[gym.Space[Any], gym.Space[Any]]:
         return env.observation_space, env.action_space
     finally:
         env.close()
+
+
+def import_attribute(spec: str, field: str) -> Any:
+    """The object ``"package.module:name"`` names; ConfigError naming ``field`` if it cannot be imported."""
+    module_name, sep, attr = spec.partition(":")
+    if not sep or not module_name or not attr:
+        raise ConfigError(f"{field}: expected 'module:name', got {spec!r}")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise ConfigError(f"{field}: cannot import module {module_name!r} ({exc})") from None
+    try:
+        return getattr(module, attr)
+    except AttributeError:
+        raise ConfigError(f"{field}: module {module_name!r} has no {attr!r}") from None

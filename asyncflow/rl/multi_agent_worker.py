@@ -2,10 +2,10 @@
 
 Each agent is mapped to a policy by ``policy_mapping_fn``; each step runs one
 batched forward pass per policy over the agents it controls. Every agent's
-trajectory is postprocessed on its own, the way its policy wants it (GAE for
-policy-gradient policies, n-step transitions for Q-learning ones), when the
-agent finishes or the fragment ends, and lands in its policy's column of a
-``MultiAgentBatch``.
+trajectory goes through the shared trajectory pipeline (``trajectory.py``),
+postprocessed the way its policy wants (GAE for policy-gradient policies,
+n-step transitions for Q-learning ones), when the agent finishes or the
+fragment ends, and lands in its policy's column of a ``MultiAgentBatch``.
 """
 
 from __future__ import annotations
@@ -13,31 +13,16 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 
 from .multi_agent import ALL, make_multi_agent_env
-from .policy import FlatWeights
-from .postprocessing import compute_gae, compute_nstep
-from .sample_batch import (
-    ACTIONS,
-    ADVANTAGES,
-    DISCOUNTS,
-    DONES,
-    EPS_ID,
-    LOGP,
-    NEXT_OBS,
-    OBS,
-    REWARDS,
-    TERMINATEDS,
-    VALUE_TARGETS,
-    VF_PREDS,
-    MultiAgentBatch,
-    SampleBatch,
-    concat_samples,
-)
+from .policy import FlatWeights, PolicyFactory
+from .sample_batch import MultiAgentBatch, SampleBatch, concat_samples
 from .state import pickle_attributes, unpickle_attributes
+from .trajectory import EpisodeBook, Postprocessing, PostprocessMode, Segment, worker_seed
+from .tree import Tree, tree_map, tree_stack
 
 __all__ = ["MultiAgentRolloutWorker", "PolicySpec"]
 
@@ -46,23 +31,47 @@ __all__ = ["MultiAgentRolloutWorker", "PolicySpec"]
 class PolicySpec:
     """How to build one policy in a worker and how to postprocess its experience."""
 
-    factory: Callable[..., Any]
+    factory: PolicyFactory
     """``factory(observation_space, action_space, seed=, worker_index=)``."""
-    postprocess: Literal["gae", "transitions"] = "gae"
+    postprocess: PostprocessMode = "gae"
     n_step: int = 1
 
 
 @dataclass
 class _Trajectory:
     eps_id: int
-    obs: list[np.ndarray] = field(default_factory=list)
+    obs: list[Tree] = field(default_factory=list)
     actions: list[Any] = field(default_factory=list)
     logps: list[float] = field(default_factory=list)
     values: list[float] = field(default_factory=list)
     rewards: list[float] = field(default_factory=list)
-    next_obs: list[np.ndarray] = field(default_factory=list)
+    next_obs: list[Tree] = field(default_factory=list)
     terminateds: list[bool] = field(default_factory=list)
     dones: list[bool] = field(default_factory=list)
+
+    def segment(self) -> Segment:
+        """This agent's steps as a one-lane segment."""
+
+        def col(x: list[Any], dtype: Any = np.float32) -> np.ndarray:  # (T, 1)
+            return np.asarray(x, dtype)[:, None]
+
+        next_obs = tree_map(lambda x: x[:, None], tree_stack(self.next_obs))
+        dones, terminateds = col(self.dones, bool), col(self.terminateds, bool)
+        truncated = bool(dones[-1, 0] and not terminateds[-1, 0])  # only the last step can end it
+        last = tree_map(lambda x: x[-1], next_obs)
+        return Segment(
+            obs=tree_map(lambda x: x[:, None], tree_stack(self.obs)),
+            actions=np.asarray(self.actions)[:, None],
+            rewards=col(self.rewards),
+            dones=dones,
+            terminateds=terminateds,
+            logps=col(self.logps),
+            values=col(self.values),
+            eps_ids=np.full((len(self.rewards), 1), self.eps_id, np.int64),
+            last_obs=last,
+            next_obs=next_obs,
+            truncations=[(len(self.rewards) - 1, 0, tree_map(lambda x: x[0], last))] if truncated else [],
+        )
 
 
 class MultiAgentRolloutWorker:
@@ -82,11 +91,13 @@ class MultiAgentRolloutWorker:
     ) -> None:
         self.env = make_multi_agent_env(env)
         self.specs = dict(policies)
+        self.postprocessing = {
+            pid: Postprocessing(spec.postprocess, gamma, lam, spec.n_step) for pid, spec in self.specs.items()
+        }
         self.mapping = policy_mapping_fn
         self.fragment = rollout_fragment_length
-        self.gamma, self.lam = gamma, lam
         self.worker_index = worker_index
-        base = seed * 10_007 + worker_index * 1_009
+        base = worker_seed(seed, worker_index)
         self.policies: dict[str, Any] = {}
         for agent in self.env.possible_agents:
             pid = self.mapping(agent)
@@ -100,55 +111,44 @@ class MultiAgentRolloutWorker:
                     worker_index=worker_index,
                 )
         self.obs, _ = self.env.reset(seed=base)
-        self._next_eps = 0
-        self._eps_id = self._new_episode()
+        self.episodes = EpisodeBook(worker_index, 1)  # one lane: the env's episode, all agents together
         self._open: dict[str, _Trajectory] = {}
         self._agent_return: dict[str, float] = defaultdict(float)
-        self._finished_returns: list[float] = []  # agents of this episode that finished
-        self._episode_len = 0
-
-    def _new_episode(self) -> int:
-        self._next_eps += 1
-        return self.worker_index * 1_000_000_000 + self._next_eps
 
     def sample(self) -> MultiAgentBatch:
         """Step the environment ``rollout_fragment_length`` times."""
         pieces: dict[str, list[SampleBatch]] = defaultdict(list)
-        returns: list[float] = []
-        lengths: list[int] = []
         policy_returns: dict[str, list[float]] = defaultdict(list)
         for _ in range(self.fragment):
             actions = self._act()
             obs, rewards, terminateds, truncateds, _ = self.env.step(actions)
-            self._episode_len += 1
             over = terminateds.get(ALL, False) or truncateds.get(ALL, False)
+            step_reward = 0.0
             for agent in actions:
                 traj = self._open[agent]
                 reward = float(rewards.get(agent, 0.0))
                 terminated = bool(terminateds.get(agent, False))
                 done = terminated or bool(truncateds.get(agent, False)) or over
                 traj.rewards.append(reward)
-                traj.next_obs.append(np.asarray(obs.get(agent, traj.obs[-1]), np.float32))
+                traj.next_obs.append(tree_map(np.asarray, obs[agent]) if agent in obs else traj.obs[-1])
                 traj.terminateds.append(terminated)
                 traj.dones.append(done)
                 self._agent_return[agent] += reward
+                step_reward += reward
                 if done:
                     pid = self.mapping(agent)
                     pieces[pid].append(self._postprocess(self._open.pop(agent), pid))
-                    agent_return = self._agent_return.pop(agent)
-                    policy_returns[pid].append(agent_return)
-                    self._finished_returns.append(agent_return)
+                    policy_returns[pid].append(self._agent_return.pop(agent))
+            self.episodes.add(np.array([step_reward]))
             if over:
-                returns.append(sum(self._finished_returns))
-                lengths.append(self._episode_len)
-                self._finished_returns, self._episode_len = [], 0
+                self.episodes.end(0)
                 self.obs, _ = self.env.reset()
-                self._eps_id = self._new_episode()
             else:
                 self.obs = {a: o for a, o in obs.items() if not (terminateds.get(a) or truncateds.get(a))}
         for agent in list(self._open):  # the fragment ends mid-episode
             pid = self.mapping(agent)
             pieces[pid].append(self._postprocess(self._open.pop(agent), pid))
+        returns, lengths = self.episodes.take()
         return MultiAgentBatch(
             {pid: concat_samples(parts) for pid, parts in pieces.items()},
             self.fragment,
@@ -162,14 +162,15 @@ class MultiAgentRolloutWorker:
         for agent in self.obs:
             groups[self.mapping(agent)].append(agent)
         actions: dict[str, Any] = {}
+        eps_id = int(self.episodes.ids[0])
         for pid, agents in groups.items():
             policy = self.policies[pid]
-            x = np.stack([np.asarray(self.obs[a], np.float32) for a in agents])
-            act, logp, value = policy.compute_actions(x)
+            rows = [tree_map(np.asarray, self.obs[a]) for a in agents]
+            act, logp, value = policy.compute_actions(tree_stack(rows))
             env_act = policy.env_actions(act)
             for j, agent in enumerate(agents):
-                traj = self._open.setdefault(agent, _Trajectory(self._eps_id))
-                traj.obs.append(x[j])
+                traj = self._open.setdefault(agent, _Trajectory(eps_id))
+                traj.obs.append(rows[j])
                 traj.actions.append(act[j])
                 traj.logps.append(float(logp[j]))
                 traj.values.append(float(value[j]))
@@ -177,33 +178,7 @@ class MultiAgentRolloutWorker:
         return actions
 
     def _postprocess(self, traj: _Trajectory, pid: str) -> SampleBatch:
-        spec, policy = self.specs[pid], self.policies[pid]
-        steps = len(traj.rewards)
-
-        def col(x: list[Any], dtype: Any = np.float32) -> np.ndarray:  # (T, 1, ...)
-            return np.asarray(x, dtype)[:, None]
-
-        rewards, dones, terminateds = col(traj.rewards), col(traj.dones, bool), col(traj.terminateds, bool)
-        next_obs = np.stack(traj.next_obs)[:, None]
-        columns: dict[str, np.ndarray] = {OBS: np.stack(traj.obs), ACTIONS: np.asarray(traj.actions),
-                                          LOGP: col(traj.logps)[:, 0], EPS_ID: np.full(steps, traj.eps_id)}  # fmt: skip
-        if spec.postprocess == "gae":
-            values = col(traj.values)
-            if dones[-1, 0] and not terminateds[-1, 0]:  # a truncation: the episode did not really end
-                rewards[-1] += self.gamma * policy.values(next_obs[-1])
-            last = np.zeros(1, np.float32) if dones[-1, 0] else policy.values(next_obs[-1])
-            advantages, targets = compute_gae(rewards, values, dones, last, self.gamma, self.lam)
-            columns |= {REWARDS: rewards[:, 0], DONES: dones[:, 0], VF_PREDS: values[:, 0],
-                        ADVANTAGES: advantages[:, 0], VALUE_TARGETS: targets[:, 0]}  # fmt: skip
-        else:
-            if spec.n_step > 1:
-                returns, nxt, discounts = compute_nstep(rewards, next_obs, terminateds, dones, self.gamma, spec.n_step)
-            else:
-                returns, nxt = rewards, next_obs
-                discounts = (self.gamma * (1.0 - terminateds)).astype(np.float32)
-            columns |= {REWARDS: returns[:, 0], NEXT_OBS: nxt[:, 0], DISCOUNTS: discounts[:, 0],
-                        TERMINATEDS: terminateds[:, 0], DONES: dones[:, 0]}  # fmt: skip
-        return SampleBatch(columns)
+        return SampleBatch(self.postprocessing[pid](traj.segment(), self.policies[pid].values))
 
     # -- weights ---------------------------------------------------------
 

@@ -1,4 +1,4 @@
-"""Small torch helpers shared by the policies: MLPs, flat weights, target updates."""
+"""Small torch helpers shared by the models and learners: MLPs and target updates."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import numpy as np
 import torch
 from torch import nn
 
-__all__ = ["flat_parameters", "load_flat_parameters", "mlp", "polyak_update"]
+__all__ = ["mlp", "polyak_update"]
 
 
 def mlp(sizes: Sequence[int], activation: type[nn.Module] = nn.ReLU, out_gain: float = 1.0) -> nn.Sequential:
@@ -23,15 +23,6 @@ def mlp(sizes: Sequence[int], activation: type[nn.Module] = nn.ReLU, out_gain: f
         if not last:
             layers.append(activation())
     return nn.Sequential(*layers)
-
-
-def flat_parameters(module: nn.Module) -> np.ndarray:
-    """All parameters of ``module`` in one float32 vector (a copy)."""
-    return nn.utils.parameters_to_vector(module.parameters()).detach().numpy().copy()  # type: ignore[no-any-return]
-
-
-def load_flat_parameters(module: nn.Module, vector: np.ndarray) -> None:
-    nn.utils.vector_to_parameters(torch.as_tensor(vector), module.parameters())
 
 
 @torch.no_grad()

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from .tree import Tree, tree_map
+
 __all__ = ["compute_gae", "compute_nstep", "discount_cumsum"]
 
 
@@ -47,13 +49,13 @@ def discount_cumsum(x: np.ndarray, gamma: float) -> np.ndarray:
 
 def compute_nstep(
     rewards: np.ndarray,
-    next_obs: np.ndarray,
+    next_obs: Tree,
     terminateds: np.ndarray,
     dones: np.ndarray,
     gamma: float,
     n: int,
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """n-step returns for arrays shaped ``(T, num_envs, ...)``.
+) -> tuple[np.ndarray, Tree, np.ndarray]:
+    """n-step returns for arrays shaped ``(T, num_envs, ...)`` (``next_obs`` may be a tree).
 
     For each step ``t`` the return sums ``gamma**k * r[t+k]`` for ``k < n``,
     stopping early at the end of an episode (``dones``) or of the fragment.
@@ -80,4 +82,4 @@ def compute_nstep(
     envs = np.arange(num_envs)[None, :]
     horizon = (end - np.arange(steps)[:, None] + 1).astype(np.float32)
     discounts = (gamma**horizon) * (1.0 - terminateds[end, envs].astype(np.float32))
-    return returns, next_obs[end, envs], discounts.astype(np.float32)
+    return returns, tree_map(lambda x: x[end, envs], next_obs), discounts.astype(np.float32)

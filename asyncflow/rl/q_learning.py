@@ -1,9 +1,11 @@
-"""Q-learning parts for DQN and Ape-X: a (dueling) Q network, the epsilon-greedy
-policy a worker runs, and the learner (double Q, n-step targets, importance
-weights from prioritized replay, a target network)."""
+"""Q-learning parts for DQN and Ape-X: the epsilon-greedy policy a worker
+runs, and the learner (double Q, n-step targets, importance weights from
+prioritized replay, a target network). The Q network is any module that
+honours ``QModel`` (the built-in dueling ``QNet`` by default)."""
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Sequence
 from typing import Any
 
@@ -12,13 +14,16 @@ import numpy as np
 import torch
 from torch import nn
 
-from .nets import flat_parameters, load_flat_parameters, mlp, polyak_update
+from .device import resolve_device, to_numpy, to_tensors
+from .models import ModelSpec, build_model
+from .nets import polyak_update
 from .optim import Adam
-from .policy import FlatWeights
+from .policy import FlatWeights, flat_weights, load_flat_weights
 from .replay_buffer import WEIGHTS
 from .sample_batch import ACTIONS, DISCOUNTS, NEXT_OBS, OBS, REWARDS, SampleBatch
+from .tree import Tree, tree_len
 
-__all__ = ["DQNLearner", "EpsilonGreedyPolicy", "QNetwork", "apex_epsilon", "apex_policy", "linear_schedule"]
+__all__ = ["DQNLearner", "EpsilonGreedyPolicy", "apex_epsilon", "apex_policy", "linear_schedule"]
 
 
 def linear_schedule(initial: float, final: float, steps: int, t: int) -> float:
@@ -28,31 +33,10 @@ def linear_schedule(initial: float, final: float, steps: int, t: int) -> float:
     return final + (initial - final) * max(0.0, 1.0 - t / steps)
 
 
-class QNetwork(nn.Module):
-    """An MLP torso with a plain or a dueling head (Wang et al. 2016):
-    ``Q = V + A - mean(A)``."""
-
-    def __init__(self, obs_dim: int, num_actions: int, hidden: Sequence[int], dueling: bool) -> None:
-        super().__init__()
-        self.dueling = dueling
-        *torso, last = [obs_dim, *hidden]
-        self.torso = mlp([*torso, last], nn.ReLU, float(np.sqrt(2)))
-        self.act = nn.ReLU()
-        self.advantage = mlp([last, num_actions], out_gain=0.01)
-        self.state_value = mlp([last, 1], out_gain=1.0) if dueling else None
-
-    def forward(self, obs: torch.Tensor) -> torch.Tensor:
-        h = self.act(self.torso(obs))
-        a = self.advantage(h)
-        if self.state_value is None:
-            return a  # type: ignore[no-any-return]
-        return self.state_value(h) + a - a.mean(-1, keepdim=True)  # type: ignore[no-any-return]
-
-
-def _check_discrete(action_space: gym.Space[Any]) -> int:
+def _check_discrete(action_space: gym.Space[Any]) -> tuple[int, int]:
     if not isinstance(action_space, gym.spaces.Discrete):
         raise TypeError(f"Q-learning needs Discrete actions, not {action_space}")
-    return int(action_space.n)
+    return int(action_space.n), int(action_space.start)
 
 
 class EpsilonGreedyPolicy:
@@ -69,13 +53,17 @@ class EpsilonGreedyPolicy:
         *,
         seed: int = 0,
         worker_index: int = 0,
+        model: ModelSpec = None,
         hidden: Sequence[int] = (64, 64),
         dueling: bool = True,
         epsilon: tuple[float, float, int] | float = (1.0, 0.05, 10_000),
+        device: str | torch.device = "cpu",
     ) -> None:
-        n = _check_discrete(action_space)
+        n, self.start = _check_discrete(action_space)
         torch.manual_seed(seed)
-        self.model = QNetwork(int(observation_space.shape[0]), n, hidden, dueling)  # type: ignore[index]
+        self.device = resolve_device(device) if isinstance(device, str) else device
+        net = build_model(model, observation_space, action_space, "q", hidden=hidden, dueling=dueling)
+        self.model = net.to(self.device)
         self.num_actions = n
         self.epsilon_spec = epsilon
         self.steps = 0
@@ -89,27 +77,36 @@ class EpsilonGreedyPolicy:
         return float(self.epsilon_spec)
 
     @torch.no_grad()
-    def compute_actions(self, obs: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        q = self.model(torch.as_tensor(obs, dtype=torch.float32)).numpy()
-        actions = q.argmax(-1)
-        explore = self.rng.random(len(obs)) < self.epsilon
+    def compute_actions(self, obs: Tree) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Epsilon-greedy actions (log-probs and values are zeros)."""
+        n = tree_len(obs)
+        actions = self.model(to_tensors(obs, self.device)).argmax(-1).cpu().numpy()
+        explore = self.rng.random(n) < self.epsilon
         actions[explore] = self.rng.integers(0, self.num_actions, int(explore.sum()))
-        self.steps += len(obs)
-        zeros = np.zeros(len(obs), np.float32)
+        self.steps += n
+        zeros = np.zeros(n, np.float32)
         return actions, zeros, zeros
 
     @torch.no_grad()
-    def greedy_actions(self, obs: np.ndarray) -> np.ndarray:
-        return self.model(torch.as_tensor(obs, dtype=torch.float32)).argmax(-1).numpy()  # type: ignore[no-any-return]
+    def greedy_actions(self, obs: Tree) -> np.ndarray:
+        """The argmax of Q."""
+        return self.model(to_tensors(obs, self.device)).argmax(-1).cpu().numpy()  # type: ignore[no-any-return]
+
+    def values(self, obs: Tree) -> np.ndarray:
+        """Zeros: Q-learning workers need no state values."""
+        return np.zeros(tree_len(obs), np.float32)
 
     def env_actions(self, actions: np.ndarray) -> np.ndarray:
-        return actions
+        """Actions shifted by the space's start."""
+        return actions + self.start if self.start else actions
 
     def get_weights(self) -> FlatWeights:
-        return FlatWeights(flat_parameters(self.model), self.version)
+        """The Q network's weights."""
+        return flat_weights(self.model, self.version)
 
     def set_weights(self, weights: FlatWeights) -> None:
-        load_flat_parameters(self.model, weights.vector)
+        """Load the learner's Q network weights."""
+        load_flat_weights(self.model, weights.vector)
         self.version = weights.version
 
 
@@ -128,6 +125,7 @@ class DQNLearner:
         observation_space: gym.Space[Any],
         action_space: gym.Space[Any],
         *,
+        model: ModelSpec = None,
         hidden: Sequence[int] = (64, 64),
         dueling: bool = True,
         double_q: bool = True,
@@ -135,14 +133,14 @@ class DQNLearner:
         max_grad_norm: float | None = 10.0,
         tau: float = 1.0,
         seed: int = 0,
+        device: str | torch.device = "cpu",
     ) -> None:
-        n = _check_discrete(action_space)
+        _check_discrete(action_space)
         torch.manual_seed(seed)
-        obs_dim = int(observation_space.shape[0])  # type: ignore[index]
-        self.model = QNetwork(obs_dim, n, hidden, dueling)
-        self.target = QNetwork(obs_dim, n, hidden, dueling)
-        self.target.load_state_dict(self.model.state_dict())
-        self.target.requires_grad_(False)
+        self.device = resolve_device(device) if isinstance(device, str) else device
+        net = build_model(model, observation_space, action_space, "q", hidden=hidden, dueling=dueling)
+        self.model = net.to(self.device)
+        self.target = copy.deepcopy(self.model).requires_grad_(False)
         self.double_q = double_q
         self.optimizer = Adam(self.model.parameters(), lr=lr)
         self.max_grad_norm = max_grad_norm
@@ -151,12 +149,13 @@ class DQNLearner:
         self.target_updates = 0
 
     def learn_on_batch(self, batch: SampleBatch) -> dict[str, Any]:
-        obs = torch.as_tensor(batch[OBS])
-        actions = torch.as_tensor(batch[ACTIONS]).long()
-        rewards = torch.as_tensor(batch[REWARDS])
-        next_obs = torch.as_tensor(batch[NEXT_OBS])
-        discounts = torch.as_tensor(batch[DISCOUNTS])
-        weights = torch.as_tensor(batch[WEIGHTS]) if WEIGHTS in batch else torch.ones(len(batch))
+        """One Huber-loss step on replayed transitions; returns stats and ``td_error``."""
+        t = to_tensors({k: batch[k] for k in (OBS, ACTIONS, REWARDS, NEXT_OBS, DISCOUNTS)}, self.device)
+        obs, actions, rewards, next_obs, discounts = t[OBS], t[ACTIONS].long(), t[REWARDS], t[NEXT_OBS], t[DISCOUNTS]
+        if WEIGHTS in batch:
+            weights = torch.as_tensor(batch[WEIGHTS]).to(self.device)
+        else:
+            weights = torch.ones(len(batch), device=self.device)
         q = self.model(obs).gather(1, actions[:, None]).squeeze(1)
         with torch.no_grad():
             target_q = self.target(next_obs)
@@ -182,18 +181,21 @@ class DQNLearner:
             "mean_q": float(q.detach().mean()),
             "mean_td_error": float(td.detach().abs().mean()),
             "grad_norm": norm,
-            "td_error": td.detach().abs().numpy(),
+            "td_error": to_numpy(td.abs()),
         }
 
     def update_target(self) -> None:
+        """Move the target network toward the online one (``tau=1``: copy it)."""
         polyak_update(self.target, self.model, self.tau)
         self.target_updates += 1
 
     def get_weights(self) -> FlatWeights:
-        return FlatWeights(flat_parameters(self.model), self.version)
+        """The online network's weights, for the workers."""
+        return flat_weights(self.model, self.version)
 
     def set_weights(self, weights: FlatWeights) -> None:
-        load_flat_parameters(self.model, weights.vector)
+        """Load online network weights."""
+        load_flat_weights(self.model, weights.vector)
         self.version = weights.version
 
 

@@ -1,9 +1,10 @@
 """Replay buffers: uniform, and prioritized (Schaul et al. 2016, proportional).
 
-Storage is one preallocated numpy array per column, written as a ring: adding
-a batch copies its rows in (wrapping around), and sampling gathers rows by
-index. Both buffers are plain classes; ``ReplayActor`` (replay_actor.py)
-serves one from its own process.
+Storage is one preallocated numpy array per column (per leaf, for ``Dict``
+observations), in the column's own dtype, written as a ring: adding a batch
+copies its rows in (wrapping around), and sampling gathers rows by index.
+Both buffers are plain classes; ``ReplayActor`` (replay_actor.py) serves one
+from its own process.
 
 Sampled batches carry ``batch_indexes`` (the rows they came from) and
 ``weights`` (importance weights; all ones for the uniform buffer), so a
@@ -19,6 +20,7 @@ import numpy as np
 
 from .sample_batch import SampleBatch
 from .sum_tree import MinTree, SumTree
+from .tree import Tree, tree_assign, tree_map
 
 __all__ = ["BATCH_INDEXES", "WEIGHTS", "PrioritizedReplayBuffer", "ReplayBuffer"]
 
@@ -33,7 +35,7 @@ class ReplayBuffer:
         if capacity < 1:
             raise ValueError(f"ReplayBuffer: capacity must be >= 1, not {capacity}")
         self.capacity = capacity
-        self._columns: dict[str, np.ndarray] = {}
+        self._columns: dict[str, Tree] = {}
         self._next = 0
         self._size = 0
         self.rng = np.random.default_rng(seed)
@@ -62,7 +64,7 @@ class ReplayBuffer:
         if n == 0:
             return np.zeros(0, np.int64)
         if not self._columns:
-            self._columns = {k: np.zeros((self.capacity, *v.shape[1:]), v.dtype) for k, v in batch.items()}
+            self._columns = {k: tree_map(self._storage, v) for k, v in batch.items()}
         elif batch.keys() != self._columns.keys():
             raise ValueError(f"replay buffer holds columns {sorted(self._columns)}, got {sorted(batch)}")
         if n > self.capacity:  # only the newest rows fit
@@ -70,13 +72,17 @@ class ReplayBuffer:
             n = self.capacity
         slots = (self._next + np.arange(n)) % self.capacity
         for k, column in self._columns.items():
-            column[slots] = batch[k]
+            tree_assign(column, slots, batch[k])
         self._next = int((self._next + n) % self.capacity)
         self._size = min(self._size + n, self.capacity)
         self.added += n
         self._on_new_slots(slots)
         self._changed()
         return slots
+
+    def _storage(self, column: np.ndarray) -> np.ndarray:
+        """A preallocated column for ``capacity`` rows like ``column``'s, in its dtype."""
+        return np.zeros((self.capacity, *column.shape[1:]), column.dtype)
 
     def _on_new_slots(self, slots: np.ndarray) -> None:
         pass
@@ -91,7 +97,7 @@ class ReplayBuffer:
 
     def _gather(self, index: np.ndarray, weights: np.ndarray) -> SampleBatch:
         self.sampled += len(index)
-        columns = {k: v[index] for k, v in self._columns.items()}
+        columns = {k: tree_map(lambda v: v[index], c) for k, c in self._columns.items()}
         columns[BATCH_INDEXES] = index
         columns[WEIGHTS] = weights.astype(np.float32)
         self._changed()

@@ -1,5 +1,9 @@
 """``SampleBatch``: a dict of equal-length numpy columns, and ``MultiAgentBatch``.
 
+A column is an array or, for ``Dict`` and ``Tuple`` observations, a tree of
+arrays (``tree.py``): each leaf keeps its own dtype and the batch dimension
+first.
+
 A batch also carries the episodes that *completed* while it was sampled
 (``episode_returns``, ``episode_lengths``), so metrics travel with the data
 instead of living in a global.
@@ -11,6 +15,8 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 import numpy as np
+
+from .tree import Tree, tree_concat, tree_len, tree_map
 
 __all__ = ["MultiAgentBatch", "SampleBatch", "concat_samples"]
 
@@ -28,20 +34,26 @@ TERMINATEDS = "terminateds"
 DISCOUNTS = "discounts"
 
 
-class SampleBatch(dict[str, np.ndarray]):
+def _column(value: Any) -> Tree:
+    if isinstance(value, dict | tuple):
+        return tree_map(np.asarray, value)
+    return np.asarray(value)
+
+
+class SampleBatch(dict[str, Tree]):
     """Columns of equal length; ``len(batch)`` is the number of rows."""
 
     def __init__(
         self,
-        columns: Mapping[str, np.ndarray] | None = None,
+        columns: Mapping[str, Tree] | None = None,
         *,
         episode_returns: Sequence[float] = (),
         episode_lengths: Sequence[int] = (),
     ) -> None:
-        super().__init__({k: np.asarray(v) for k, v in (columns or {}).items()})
-        lengths = {len(v) for v in self.values()}
+        super().__init__({k: _column(v) for k, v in (columns or {}).items()})
+        lengths = {tree_len(v) for v in self.values()}
         if len(lengths) > 1:
-            raise ValueError(f"columns have different lengths: { {k: len(v) for k, v in self.items()} }")
+            raise ValueError(f"columns have different lengths: { {k: tree_len(v) for k, v in self.items()} }")
         self.episode_returns = list(episode_returns)
         self.episode_lengths = list(episode_lengths)
         # The worker a batch came from, set by async operators (never pickled).
@@ -49,7 +61,7 @@ class SampleBatch(dict[str, np.ndarray]):
 
     def __len__(self) -> int:  # type: ignore[override]
         for column in self.values():
-            return len(column)
+            return tree_len(column)
         return 0
 
     @property
@@ -61,11 +73,11 @@ class SampleBatch(dict[str, np.ndarray]):
 
     def slice(self, start: int, stop: int) -> SampleBatch:
         """Rows ``start:stop`` (views, not copies)."""
-        return SampleBatch({k: v[start:stop] for k, v in self.items()})
+        return SampleBatch({k: tree_map(lambda x: x[start:stop], v) for k, v in self.items()})
 
     def take(self, index: np.ndarray) -> SampleBatch:
         """The rows at ``index``, in that order."""
-        return SampleBatch({k: v[index] for k, v in self.items()})
+        return SampleBatch({k: tree_map(lambda x: x[index], v) for k, v in self.items()})
 
     def shuffle(self, rng: np.random.Generator) -> SampleBatch:
         """The rows in a random order."""
@@ -85,7 +97,7 @@ class SampleBatch(dict[str, np.ndarray]):
         return [self.slice(a, b) for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
 
 
-def _rebuild(columns: dict[str, np.ndarray], returns: list[float], lengths: list[int]) -> SampleBatch:
+def _rebuild(columns: dict[str, Tree], returns: list[float], lengths: list[int]) -> SampleBatch:
     return SampleBatch(columns, episode_returns=returns, episode_lengths=lengths)
 
 
@@ -105,7 +117,7 @@ def concat_samples(batches: Sequence[SampleBatch]) -> SampleBatch:
         if b.keys() != keys:
             raise ValueError(f"cannot concat batches with columns {sorted(keys)} and {sorted(b.keys())}")
     return SampleBatch(
-        {k: np.concatenate([b[k] for b in batches]) for k in keys},
+        {k: tree_concat([b[k] for b in batches]) for k in keys},
         episode_returns=[r for b in batches for r in b.episode_returns],
         episode_lengths=[n for b in batches for n in b.episode_lengths],
     )

@@ -33,11 +33,11 @@ def get_state(obj: Any) -> dict[str, tuple[str, Any]]:
     state: dict[str, tuple[str, Any]] = {}
     for name, value in vars(obj).items():
         if isinstance(value, nn.Module):
-            state[name] = ("module", copy.deepcopy(value.state_dict()))
+            state[name] = ("module", _to_cpu(value.state_dict()))
         elif isinstance(value, Adam):
-            state[name] = ("adam", copy.deepcopy(value.state_dict()))
+            state[name] = ("adam", _to_cpu(value.state_dict()))
         elif isinstance(value, torch.Tensor):
-            state[name] = ("tensor", value.detach().clone())
+            state[name] = ("tensor", _to_cpu(value))
         elif isinstance(value, torch.Generator):
             state[name] = ("torch_rng", value.get_state())
         elif isinstance(value, np.random.Generator):
@@ -47,6 +47,17 @@ def get_state(obj: Any) -> dict[str, tuple[str, Any]]:
     return state
 
 
+def _to_cpu(value: Any) -> Any:
+    """Copies of the tensors in a (nested) state dict, on the CPU: a checkpoint taken on a GPU loads anywhere."""
+    if isinstance(value, torch.Tensor):
+        return value.detach().to("cpu", copy=True)
+    if isinstance(value, dict):
+        return {k: _to_cpu(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return type(value)(_to_cpu(v) for v in value)
+    return copy.deepcopy(value)
+
+
 def set_state(obj: Any, state: dict[str, tuple[str, Any]]) -> None:
     """Load what ``get_state`` captured into ``obj``."""
     if "__custom__" in state:
@@ -54,7 +65,7 @@ def set_state(obj: Any, state: dict[str, tuple[str, Any]]) -> None:
         return
     for name, (kind, value) in state.items():
         current: Any = getattr(obj, name, None)
-        if current is None and kind == "adam":  # built on first use (TorchPolicy.optimizer)
+        if current is None and kind == "adam":  # built on first use (ActorCriticPolicy.optimizer)
             current = getattr(obj, name.lstrip("_"))
         if kind == "module" or kind == "adam":
             current.load_state_dict(value)

@@ -1,0 +1,189 @@
+"""The trajectory pipeline that every rollout worker shares.
+
+A worker steps *lanes*: the sub-environments of a ``RolloutWorker``, or one
+agent of a ``MultiAgentRolloutWorker``. This module holds everything about
+trajectories that does not depend on how the lanes are stepped:
+
+- ``worker_seed``: the seed of a worker's environments and policy;
+- ``EpisodeBook``: episode ids, running returns and lengths, and the
+  episodes completed since the last ``take()``;
+- ``Segment``: the steps of ``k`` lanes, arrays shaped ``(T, k, ...)``;
+- ``Postprocessing``: a segment to ``SampleBatch`` columns, the way a policy
+  wants them. ``"gae"`` (policy gradients): a time-limit truncation adds
+  ``gamma * V(final obs)`` to its reward, a segment that stops mid-episode
+  bootstraps from ``V`` of the next observation, then GAE. ``"transitions"``
+  (Q-learning, SAC, TD3, and V-trace's inputs): each row keeps its
+  ``next_obs`` (the real final observation at an episode's end) and whether
+  the episode ``terminated``; with ``n_step > 1`` rewards become n-step
+  returns, with the ``discounts`` to bootstrap with.
+
+Rows come out lane-major: each lane's steps stay contiguous and in order.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import numpy as np
+
+from .postprocessing import compute_gae, compute_nstep
+from .sample_batch import (
+    ACTIONS,
+    ADVANTAGES,
+    DISCOUNTS,
+    DONES,
+    EPS_ID,
+    LOGP,
+    NEXT_OBS,
+    OBS,
+    REWARDS,
+    TERMINATEDS,
+    VALUE_TARGETS,
+    VF_PREDS,
+)
+from .tree import Tree, tree_map, tree_stack
+
+__all__ = ["EpisodeBook", "Postprocessing", "Segment", "worker_seed"]
+
+PostprocessMode = Literal["gae", "transitions"]
+
+
+def worker_seed(seed: int, worker_index: int) -> int:
+    """The base seed of worker ``worker_index``'s environments and policy (distinct per worker)."""
+    return seed * 10_007 + worker_index * 1_009
+
+
+class EpisodeBook:
+    """Episode ids, returns and lengths of ``lanes`` concurrent episodes.
+
+    Episode ids are unique across workers: ``worker_index * 1e9 + n``.
+    """
+
+    def __init__(self, worker_index: int, lanes: int) -> None:
+        self.worker_index = worker_index
+        self._next = 0
+        self.ids = np.array([self.new_id() for _ in range(lanes)], np.int64)
+        self.returns = np.zeros(lanes)
+        self.lengths = np.zeros(lanes, np.int64)
+        self._done_returns: list[float] = []
+        self._done_lengths: list[int] = []
+
+    def new_id(self) -> int:
+        """A fresh episode id."""
+        self._next += 1
+        return self.worker_index * 1_000_000_000 + self._next
+
+    def add(self, rewards: np.ndarray) -> None:
+        """One step of every lane, with these rewards."""
+        self.returns += rewards
+        self.lengths += 1
+
+    def end(self, lane: int) -> float:
+        """Close ``lane``'s episode (recorded as completed) and start a new one; returns its return."""
+        ret = float(self.returns[lane])
+        self._done_returns.append(ret)
+        self._done_lengths.append(int(self.lengths[lane]))
+        self.returns[lane], self.lengths[lane] = 0.0, 0
+        self.ids[lane] = self.new_id()
+        return ret
+
+    def take(self) -> tuple[list[float], list[int]]:
+        """The returns and lengths of the episodes completed since the last call."""
+        out = self._done_returns, self._done_lengths
+        self._done_returns, self._done_lengths = [], []
+        return out
+
+
+@dataclass
+class Segment:
+    """``T`` steps of ``k`` lanes; every array is shaped ``(T, k, ...)``."""
+
+    obs: Tree
+    actions: np.ndarray
+    rewards: np.ndarray
+    dones: np.ndarray
+    terminateds: np.ndarray
+    logps: np.ndarray
+    values: np.ndarray
+    eps_ids: np.ndarray
+    last_obs: Tree
+    """The observation after the last step, ``(k, ...)`` (GAE's bootstrap)."""
+    next_obs: Tree | None = None
+    """The observation after each step (``"transitions"`` only)."""
+    truncations: list[tuple[int, int, Tree]] = field(default_factory=list)
+    """``(t, lane, final observation)`` of each time-limit ending (GAE's bootstrap)."""
+
+
+def _lane_major(x: dict[str, Tree]) -> dict[str, Tree]:
+    """``(T, k, ...)`` -> ``(k * T, ...)``, each lane's steps contiguous."""
+
+    def flat(a: np.ndarray) -> np.ndarray:
+        steps, lanes = a.shape[:2]
+        if lanes == 1:
+            return np.ascontiguousarray(a.reshape(steps, *a.shape[2:]))
+        return np.ascontiguousarray(np.swapaxes(a, 0, 1).reshape(lanes * steps, *a.shape[2:]))
+
+    return {k: tree_map(flat, v) for k, v in x.items()}
+
+
+@dataclass(frozen=True)
+class Postprocessing:
+    """How a policy wants its experience: ``"gae"`` or ``"transitions"`` (see the module docstring)."""
+
+    mode: PostprocessMode = "gae"
+    gamma: float = 0.99
+    lam: float = 0.95
+    n_step: int = 1
+    use_critic: bool = True
+    """GAE with a learned value baseline; False: plain discounted returns (PG)."""
+
+    def __post_init__(self) -> None:
+        if self.mode not in ("gae", "transitions"):
+            raise ValueError(f"postprocess must be 'gae' or 'transitions', not {self.mode!r}")
+
+    @property
+    def keeps_next_obs(self) -> bool:
+        """Whether a worker must record each step's next observation."""
+        return self.mode == "transitions"
+
+    def __call__(self, seg: Segment, values: Callable[[Tree], np.ndarray]) -> dict[str, Tree]:
+        """The columns of ``seg`` as a policy of this kind trains on them; ``values(obs)`` is V."""
+        if self.mode == "transitions":
+            return self._transitions(seg)
+        rewards = seg.rewards
+        lanes = rewards.shape[1]
+        if self.use_critic and seg.truncations:
+            rewards = rewards.copy()
+            final = values(tree_stack([obs for _, _, obs in seg.truncations]))
+            for (t, lane, _), v in zip(seg.truncations, final, strict=True):
+                rewards[t, lane] += self.gamma * v
+        last = values(seg.last_obs) if self.use_critic else np.zeros(lanes, np.float32)
+        advantages, targets = compute_gae(rewards, seg.values, seg.dones, last, self.gamma, self.lam)
+        return _lane_major(
+            {
+                OBS: seg.obs,
+                ACTIONS: seg.actions,
+                REWARDS: rewards,
+                DONES: seg.dones,
+                LOGP: seg.logps,
+                VF_PREDS: seg.values,
+                ADVANTAGES: advantages,
+                VALUE_TARGETS: targets,
+                EPS_ID: seg.eps_ids,
+            }
+        )
+
+    def _transitions(self, seg: Segment) -> dict[str, Tree]:
+        assert seg.next_obs is not None, "a transitions segment records next_obs"
+        columns: dict[str, Any] = {OBS: seg.obs, ACTIONS: seg.actions, TERMINATEDS: seg.terminateds,
+                                   DONES: seg.dones, LOGP: seg.logps, EPS_ID: seg.eps_ids}  # fmt: skip
+        if self.n_step > 1:
+            columns[REWARDS], columns[NEXT_OBS], columns[DISCOUNTS] = compute_nstep(
+                seg.rewards, seg.next_obs, seg.terminateds, seg.dones, self.gamma, self.n_step
+            )
+        else:
+            columns[REWARDS], columns[NEXT_OBS] = seg.rewards, seg.next_obs
+            columns[DISCOUNTS] = (self.gamma * (1.0 - seg.terminateds)).astype(np.float32)
+        return _lane_major(columns)
