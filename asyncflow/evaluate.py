@@ -20,8 +20,8 @@ import numpy as np
 from .algorithms import Algorithm
 from .errors import ConfigError
 from .rl.env import make_env
-from .rl.policy import TorchPolicy
-from .rl.state import set_state
+from .rl.policy import WorkerPolicy
+from .rl.tree import tree_map
 
 __all__ = ["Evaluation", "evaluate", "load_policy"]
 
@@ -43,20 +43,13 @@ class Evaluation:
         return float(np.std(self.returns))
 
 
-def load_policy(checkpoint: str | os.PathLike[str]) -> tuple[Algorithm, Any]:
-    """The algorithm (not started) and its worker policy carrying the saved learner weights."""
-    algo = Algorithm.restore(checkpoint)
+def load_policy(checkpoint: str | os.PathLike[str]) -> tuple[Algorithm, WorkerPolicy]:
+    """The algorithm (not started) and its worker policy carrying the saved learner weights,
+    on the CPU whatever device it trained on."""
+    algo = Algorithm.restore(checkpoint, learner_device="cpu", worker_device="cpu")
     if not hasattr(algo, "action_space"):
         raise ConfigError(f"evaluate: {algo.name} is a multi-agent algorithm; evaluate single-agent checkpoints")
-    payload = algo._restoring
-    assert payload is not None
-    learner = algo.make_learner()
-    set_state(learner, payload["learner"])
-    factory = algo.worker_options().get("policy_factory")
-    spaces = (algo.observation_space, algo.action_space)
-    policy = factory(*spaces, seed=0, worker_index=1) if factory else TorchPolicy(*spaces, hidden=algo.config.hidden)
-    policy.set_weights(learner.get_weights())
-    return algo, policy
+    return algo, algo.policy_from_checkpoint()
 
 
 def _render_env(spec: Any) -> gym.Env[Any, Any]:
@@ -120,7 +113,8 @@ def evaluate(
                         frames.append(np.asarray(env.render()))
                     except gym.error.DependencyNotInstalled as exc:
                         raise ConfigError(f"--video: {exc}") from exc
-                action = policy.env_actions(policy.greedy_actions(np.asarray(obs, np.float32)[None]))[0]
+                batch = tree_map(lambda x: np.asarray(x)[None], obs)  # one row, in the space's own dtype
+                action = policy.env_actions(policy.greedy_actions(batch))[0]
                 obs, reward, terminated, truncated, _ = env.step(action)
                 total, steps, done = total + float(reward), steps + 1, terminated or truncated
             returns.append(total)

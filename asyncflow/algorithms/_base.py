@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import os
 import time
 from collections.abc import AsyncIterator, Awaitable
@@ -26,9 +27,13 @@ from ..actors import ActorHandle, Runtime, open_runtime
 from ..errors import CheckpointError, ConfigError
 from ..flow._context import FlowContext, _current
 from ..flow.train import _off_loop
+from ..rl.actor_critic import ActorCriticPolicy
 from ..rl.env import probe_spaces
-from ..rl.policy import LossFn, TorchPolicy, check_spaces
-from ..rl.rollout_worker import PolicyConfig, RolloutWorker
+from ..rl.models import build_model, check_model, model_name
+from ..rl.models.config import ModelConfig
+from ..rl.policy import PolicyFactory, WorkerPolicy, check_learner
+from ..rl.rollout_worker import RolloutWorker
+from ..rl.spaces import Family, check_action_space, check_observation_space
 from ..rl.state import get_state, set_state
 from ..rl.worker_set import WorkerSet
 from ._checkpoint import read_checkpoint, write_checkpoint
@@ -38,16 +43,20 @@ __all__ = ["Algorithm"]
 
 
 class Algorithm:
-    """Base class; subclasses set ``config_class``, ``loss`` and ``execution_plan``."""
+    """Base class; subclasses set ``config_class``, ``loss`` and ``execution_plan``.
+
+    ``family`` names the model protocol the algorithm talks to
+    (``asyncflow.rl.models``) and so the action spaces it takes.
+    """
 
     config_class: ClassVar[type[AlgorithmConfig]] = AlgorithmConfig
     name: ClassVar[str] = "algorithm"
+    family: ClassVar[Family] = "actor_critic"
     use_critic: ClassVar[bool] = True
-    action_spaces: ClassVar[tuple[type, ...]] = (gym.spaces.Discrete, gym.spaces.Box)
-    policy_class: ClassVar[type[TorchPolicy]] = TorchPolicy
+    policy_class: ClassVar[type[ActorCriticPolicy]] = ActorCriticPolicy
 
     @staticmethod
-    def loss(model: Any, batch: Any, config: Any) -> Any:  # pragma: no cover - abstract
+    def loss(ac: Any, batch: Any, config: Any) -> Any:  # pragma: no cover - abstract
         raise NotImplementedError
 
     def __init__(self, config: AlgorithmConfig | None = None) -> None:
@@ -67,12 +76,36 @@ class Algorithm:
         self._restoring: dict[str, Any] | None = None
 
     def check_env(self) -> None:
-        """Build the environment once to learn its spaces; raise ConfigError if they do not fit."""
+        """Build the environment once to learn its spaces, and the model once on a sample
+        observation; raise ConfigError if the spaces or the model do not fit."""
         self.observation_space, self.action_space = probe_spaces(self.config.env)
-        check_spaces(self.observation_space, self.action_space)
-        if not isinstance(self.action_space, self.action_spaces):
-            kinds = " or ".join(t.__name__ for t in self.action_spaces)
-            raise ConfigError(f"env: {type(self).__name__} needs {kinds} actions, not {self.action_space}")
+        self.check_model(self.config.model, self.observation_space, self.action_space)
+
+    def check_model(
+        self,
+        spec: Any,
+        observation_space: gym.Space[Any],
+        action_space: gym.Space[Any],
+        *,
+        family: Family | None = None,
+        options: dict[str, Any] | None = None,
+        field: str = "env",
+    ) -> None:
+        """ConfigError unless this algorithm (or one ``family`` of its policies) can act in
+        these spaces with the model ``spec`` builds, checked on a sample observation."""
+        family = family or self.family
+        options = self.model_options() if options is None else options
+        custom = spec is not None and not isinstance(spec, ModelConfig)
+        check_observation_space(observation_space, custom_model=custom, field=field)
+        check_action_space(action_space, family, type(self).__name__, field=field)
+        model = build_model(spec, observation_space, action_space, family, **options)
+        check_model(model, family, observation_space, action_space, algorithm=type(self).__name__,
+                    name=model_name(spec), gaussian=options.get("gaussian", True),
+                    num_q=options.get("num_q", 2))  # fmt: skip
+
+    def model_options(self) -> dict[str, Any]:
+        """How the built-in model is shaped for this algorithm (``build_model``'s keywords)."""
+        return {"hidden": self.config.hidden}
 
     # -- lifecycle -------------------------------------------------------
 
@@ -97,32 +130,43 @@ class Algorithm:
             await plan.aclose()  # type: ignore[attr-defined]
         await self._stack.aclose()
 
-    def _policy_config(self) -> PolicyConfig:
-        c = self.config
-        return PolicyConfig(hidden=c.hidden, lr=c.lr, max_grad_norm=c.max_grad_norm)
-
     # -- hooks for algorithms that are not actor-critic -----------------
 
+    def policy_factory(self) -> PolicyFactory:
+        """What each worker builds its policy with (a ``PolicyFactory``); by default the
+        actor-critic policy with this algorithm's model and loss (A3C's workers compute gradients)."""
+        c = self.config
+        return functools.partial(  # type: ignore[return-value]
+            ActorCriticPolicy, model=c.model, hidden=c.hidden, lr=c.lr, max_grad_norm=c.max_grad_norm,
+            loss=type(self).loss, loss_config=c, device=c.worker_device,
+        )  # fmt: skip
+
     def worker_options(self) -> dict[str, Any]:
-        """Extra ``RolloutWorker`` arguments (a policy factory, a postprocessing mode)."""
+        """How workers postprocess (``RolloutWorker``'s ``postprocess``, ``n_step``)."""
         return {}
 
     def make_learner(self) -> Any:
-        """The learner: anything with ``learn_on_batch`` and ``get_weights``.
+        """The learner (a ``Learner``: ``learn_on_batch`` and ``get_weights``), on ``learner_device``.
 
-        By default a ``policy_class`` (a TorchPolicy) with the algorithm's loss.
+        By default a ``policy_class`` (an actor-critic policy) with the algorithm's loss.
         """
         c = self.config
         return self.policy_class(
             self.observation_space,
             self.action_space,
+            model=c.model,
             hidden=c.hidden,
             lr=c.lr,
             max_grad_norm=c.max_grad_norm,
             loss=type(self).loss,
             loss_config=c,
             seed=c.seed,
+            device=c.learner_device,
         )
+
+    def learners(self) -> list[Any]:
+        """Every ``Learner`` the plan trains (one, unless the algorithm trains several policies)."""
+        return [self.learner]
 
     async def setup(self, runtime: Runtime) -> None:
         """Start whatever else the plan needs (replay buffers, replay actors)."""
@@ -133,6 +177,8 @@ class Algorithm:
         self.runtime = runtime
         spawns = self.spawn_workers(runtime)
         self.learner = self.make_learner()
+        for learner in self.learners():
+            check_learner(learner, f"{type(self).__name__}.make_learner()")
         self.workers = WorkerSet(await asyncio.gather(*spawns))
         await self.workers.broadcast(self.learner.get_weights())  # one starting point everywhere
         await self.setup(runtime)
@@ -141,20 +187,18 @@ class Algorithm:
     def spawn_workers(self, runtime: Runtime) -> list[Awaitable[ActorHandle]]:
         """Start the rollout workers (awaitables, gathered while the learner is built)."""
         c = self.config
-        loss: LossFn = type(self).loss
+        factory = self.policy_factory()
         return [
             runtime.spawn(
                 RolloutWorker,
                 c.env,
+                policy_factory=factory,
                 num_envs=c.num_envs_per_worker,
                 rollout_fragment_length=c.rollout_fragment_length,
                 gamma=c.gamma,
                 lam=c.lam,
                 seed=c.seed,
                 worker_index=i + 1,
-                policy_config=self._policy_config(),
-                loss=loss,
-                loss_config=c,
                 use_critic=self.use_critic,
                 **self.worker_options(),
                 name=f"{self.name}-worker-{i + 1}",
@@ -189,10 +233,12 @@ class Algorithm:
         return write_checkpoint(path, payload)
 
     @classmethod
-    def restore(cls, path: str | os.PathLike[str]) -> Algorithm:
+    def restore(cls, path: str | os.PathLike[str], **changes: Any) -> Algorithm:
         """An algorithm that continues from a checkpoint once entered (``async with``).
 
         Called on ``Algorithm`` itself, it builds whichever algorithm saved the file.
+        ``changes`` replace config fields that do not shape the state (for
+        instance ``learner_device="cpu"`` for a run trained on a GPU).
         """
         from . import ALGORITHMS
 
@@ -201,7 +247,8 @@ class Algorithm:
         target = ALGORITHMS.get(name) if cls is Algorithm else cls
         if target is None or target.name != name:
             raise CheckpointError(f"{path} holds a {name!r} checkpoint, not {cls.name!r}")
-        algo = target(payload["config"])
+        config = payload["config"].replace(**changes) if changes else payload["config"]
+        algo = target(config)
         algo._restoring = payload
         return algo
 
@@ -218,6 +265,17 @@ class Algorithm:
         self.ctx.set_state(payload["ctx"])
         torch.set_rng_state(payload["torch_rng"])
         np.random.set_state(payload["numpy_rng"])
+
+    def policy_from_checkpoint(self) -> WorkerPolicy:
+        """The workers' policy with the learner's weights of the checkpoint this algorithm was
+        restored from (``restore``), built in this process: no worker starts (``asyncflow evaluate``)."""
+        if self._restoring is None:
+            raise RuntimeError(f"{type(self).__name__}.policy_from_checkpoint() needs an algorithm from restore()")
+        learner = self.make_learner()
+        set_state(learner, self._restoring["learner"])
+        policy = self.policy_factory()(self.observation_space, self.action_space, seed=0, worker_index=1)
+        policy.set_weights(learner.get_weights())
+        return policy
 
     async def extra_state(self) -> Any:
         """State beyond learner, workers and counters (replay buffers); ``None`` if none."""

@@ -15,7 +15,9 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from ..errors import ConfigError
+from ..rl.device import resolve_device
 from ..rl.env import EnvSpec
+from ..rl.models.config import model_spec
 
 __all__ = ["AlgorithmConfig", "algorithm_config", "field"]
 
@@ -101,6 +103,15 @@ class AlgorithmConfig:
     """Adam learning rate."""
     hidden: tuple[int, ...] = (64, 64)
     """Hidden layer sizes of the policy and value MLPs."""
+    model: Any = None
+    """The network: None (the built-in model for the spaces), a ``ModelConfig``, or a torch module
+    class or factory ``(observation_space, action_space) -> nn.Module`` that honours the
+    algorithm's protocol (``asyncflow.rl.models``). In a config file: a mapping of ModelConfig
+    fields, or ``"module:name"``."""
+    learner_device: str = "cpu"
+    """Where the learner trains: "auto" (cuda, then mps, then cpu), "cpu", "cuda", "cuda:N", "mps"."""
+    worker_device: str = "cpu"
+    """Where workers run their policy's inference."""
     max_grad_norm: float | None = 0.5
     """Clip the global gradient norm to this (None: no clipping)."""
     seed: int = field(0, min=0)
@@ -124,6 +135,9 @@ class AlgorithmConfig:
                     raise ConfigError(f"{f.name}: must be <= {high}, got {value}")
         if any(h < 1 for h in self.hidden):
             raise ConfigError(f"hidden: layer sizes must be >= 1, got {self.hidden}")
+        object.__setattr__(self, "model", model_spec(self.model))
+        for name in ("learner_device", "worker_device"):
+            resolve_device(getattr(self, name), name)  # a device this machine lacks fails here
 
     def replace(self, **changes: Any) -> Any:
         """A copy with some fields changed (checked the same way)."""
@@ -132,6 +146,7 @@ class AlgorithmConfig:
     def to_dict(self) -> dict[str, Any]:
         """The fields as plain values (an env callable becomes its name), for params.json."""
         out = dataclasses.asdict(self)  # type: ignore[call-overload]
-        if not isinstance(out["env"], str):
-            out["env"] = getattr(out["env"], "__qualname__", repr(out["env"]))
+        for name, value in out.items():
+            if callable(value):  # an env or a model given as a callable: its name
+                out[name] = getattr(value, "__qualname__", repr(value))
         return out  # type: ignore[no-any-return]

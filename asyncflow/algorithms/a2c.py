@@ -29,7 +29,7 @@ from ..flow import (
     report_metrics,
     train_one_step,
 )
-from ..rl.policy import ActorCritic, TorchPolicy
+from ..rl.actor_critic import ActorCritic, ActorCriticPolicy
 from ..rl.worker_set import WorkerSet
 from ._base import Algorithm
 from ._config import AlgorithmConfig, algorithm_config, field
@@ -58,14 +58,13 @@ class A2CConfig(AlgorithmConfig):
             raise ConfigError(f"microbatch_size: must be in [1, train_batch_size], got {self.microbatch_size}")
 
 
-def a2c_loss(
-    model: ActorCritic, batch: Mapping[str, torch.Tensor], config: A2CConfig
-) -> tuple[torch.Tensor, dict[str, float]]:
-    dist = model.dist(batch["obs"])
+def a2c_loss(ac: ActorCritic, batch: Mapping[str, Any], config: A2CConfig) -> tuple[torch.Tensor, dict[str, float]]:
+    """Policy gradient on standardized advantages, value regression, entropy bonus."""
+    dist, values = ac(batch["obs"])
     adv = batch["advantages"]
     adv = (adv - adv.mean()) / (adv.std() + 1e-8) if len(adv) > 1 else adv
     policy_loss = -(dist.log_prob(batch["actions"]) * adv).mean()
-    vf_loss = ((model.value(batch["obs"]) - batch["value_targets"]) ** 2).mean()
+    vf_loss = ((values - batch["value_targets"]) ** 2).mean()
     entropy = dist.entropy().mean()
     loss = policy_loss + config.vf_loss_coeff * vf_loss - config.entropy_coeff * entropy
     return loss, {
@@ -80,7 +79,9 @@ class A2C(Algorithm):
     name = "a2c"
     loss = staticmethod(a2c_loss)
 
-    def execution_plan(self, workers: WorkerSet, learner: TorchPolicy, config: Any) -> AsyncIterator[dict[str, Any]]:
+    def execution_plan(
+        self, workers: WorkerSet, learner: ActorCriticPolicy, config: Any
+    ) -> AsyncIterator[dict[str, Any]]:
         rollouts = parallel_rollouts(workers, mode="bulk_sync")
         if config.microbatch_size is None:
             batches = concat_batches(rollouts, min_batch_size=config.train_batch_size)

@@ -14,7 +14,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from ..flow import apply_gradients, async_gradients, report_metrics
-from ..rl.policy import TorchPolicy
+from ..rl.actor_critic import ActorCriticPolicy
 from ..rl.worker_set import WorkerSet
 from ._base import Algorithm
 from ._config import algorithm_config, field
@@ -36,6 +36,8 @@ class A3C(Algorithm):
     name = "a3c"
     loss = staticmethod(a2c_loss)
 
-    def execution_plan(self, workers: WorkerSet, learner: TorchPolicy, config: Any) -> AsyncIterator[dict[str, Any]]:
+    def execution_plan(
+        self, workers: WorkerSet, learner: ActorCriticPolicy, config: Any
+    ) -> AsyncIterator[dict[str, Any]]:
         grads = async_gradients(workers)
         return report_metrics(apply_gradients(grads, learner, workers, update_all=False))

@@ -25,6 +25,7 @@ from ..actors import Runtime
 from ..flow import concurrently, once_per_steps, parallel_rollouts, report_metrics
 from ..flow.learner import train_async, update_priorities, update_target_network, update_worker_weights
 from ..flow.replay import replay, store_to_replay_buffer
+from ..rl.policy import PolicyFactory
 from ..rl.q_learning import apex_policy
 from ..rl.replay_actor import ReplayActor
 from ..rl.worker_set import WorkerSet
@@ -59,17 +60,18 @@ class ApexDQN(DQN):
     name = "apex"
     config: ApexDQNConfig
 
-    def worker_options(self) -> dict[str, Any]:
+    def policy_factory(self) -> PolicyFactory:
         c = self.config
-        policy = functools.partial(
+        return functools.partial(  # type: ignore[return-value]
             apex_policy,
             num_workers=max(c.num_workers, 1),
             base=c.epsilon_base,
             alpha=c.epsilon_alpha,
+            model=c.model,
             hidden=c.hidden,
             dueling=c.dueling,
+            device=c.worker_device,
         )
-        return {"policy_factory": policy, "postprocess": "transitions", "n_step": c.n_step}
 
     async def setup(self, runtime: Runtime) -> None:
         c = self.config

@@ -23,7 +23,8 @@ import torch
 
 from ..flow import once_per_steps, parallel_rollouts, report_metrics
 from ..flow.learner import sync_weights, train_async, update_target_network
-from ..rl.policy import ActorCritic
+from ..rl.actor_critic import ActorCritic
+from ..rl.device import to_numpy
 from ..rl.sample_batch import ACTIONS, OBS, SampleBatch
 from ..rl.worker_set import WorkerSet
 from ._config import algorithm_config, field
@@ -48,13 +49,12 @@ class APPOConfig(IMPALAConfig):
     """Weight of the KL(target || current) penalty."""
 
 
-def appo_loss(
-    model: ActorCritic, batch: Mapping[str, torch.Tensor], config: APPOConfig
-) -> tuple[torch.Tensor, dict[str, float]]:
-    dist = model.dist(batch[OBS])
+def appo_loss(ac: ActorCritic, batch: Mapping[str, Any], config: APPOConfig) -> tuple[torch.Tensor, dict[str, float]]:
+    """The clipped surrogate on V-trace advantages against the target policy, value loss, entropy."""
+    dist, values = ac(batch[OBS])
     logp = dist.log_prob(batch[ACTIONS])
     target_logp = batch[TARGET_LOGP]
-    values, vs, adv = vtrace_targets(model, batch, target_logp, config)
+    vs, adv = vtrace_targets(ac, batch, values, target_logp, config)
     is_ratio = torch.exp(target_logp - batch["action_logp"]).clamp(0.0, 2.0)
     ratio = is_ratio * torch.exp(logp - target_logp)
     surrogate = torch.min(adv * ratio, adv * ratio.clamp(1 - config.clip_param, 1 + config.clip_param))
@@ -80,14 +80,17 @@ class TargetSequencePolicy(SequencePolicy):
         super().__init__(*args, **kwargs)
         self.num_epochs = self.loss_config.num_epochs
         self.target_model = copy.deepcopy(self.model).requires_grad_(False)
+        self.target = ActorCritic(self.target_model, self.action_space)
 
     def learn_on_batch(self, batch: SampleBatch, *_: Any, **__: Any) -> dict[str, float]:
+        """Adds the target policy's log-probabilities, then trains like IMPALA's learner."""
         with torch.no_grad():
-            obs, actions = torch.as_tensor(batch[OBS]), torch.as_tensor(batch[ACTIONS])
-            batch[TARGET_LOGP] = self.target_model.dist(obs).log_prob(actions).numpy()
+            dist, _values = self.target(self.tensors(batch[OBS]))
+            batch[TARGET_LOGP] = to_numpy(dist.log_prob(self.tensors(batch[ACTIONS])))
         return super().learn_on_batch(batch)
 
     def update_target(self) -> None:
+        """Copy the current policy into the target."""
         self.target_model.load_state_dict(self.model.state_dict())
 
 

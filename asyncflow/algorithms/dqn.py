@@ -16,9 +16,8 @@ from __future__ import annotations
 import functools
 from typing import Any
 
-import gymnasium as gym
-
 from ..errors import ConfigError
+from ..rl.policy import PolicyFactory
 from ..rl.q_learning import DQNLearner, EpsilonGreedyPolicy
 from ._config import algorithm_config, field
 from ._off_policy import ReplayAlgorithm, ReplayConfig
@@ -68,27 +67,35 @@ class DQNConfig(ReplayConfig):
 class DQN(ReplayAlgorithm):
     config_class = DQNConfig
     name = "dqn"
-    action_spaces = (gym.spaces.Discrete,)
+    family = "q"
     config: DQNConfig
 
     @property
     def target_network_update_freq(self) -> int:  # type: ignore[override]
         return self.config.target_network_update_freq
 
-    def worker_options(self) -> dict[str, Any]:
+    def model_options(self) -> dict[str, Any]:
+        return {"hidden": self.config.hidden, "dueling": self.config.dueling}
+
+    def policy_factory(self) -> PolicyFactory:
         c = self.config
         initial, final = c.epsilon
         per_worker = c.epsilon_timesteps // max(c.num_workers, 1)
-        policy = functools.partial(
-            EpsilonGreedyPolicy, hidden=c.hidden, dueling=c.dueling, epsilon=(initial, final, per_worker)
-        )
-        return {"policy_factory": policy, "postprocess": "transitions", "n_step": c.n_step}
+        return functools.partial(  # type: ignore[return-value]
+            EpsilonGreedyPolicy, model=c.model, hidden=c.hidden, dueling=c.dueling,
+            epsilon=(initial, final, per_worker), device=c.worker_device,
+        )  # fmt: skip
+
+    def worker_options(self) -> dict[str, Any]:
+        return {"postprocess": "transitions", "n_step": self.config.n_step}
 
     def make_learner(self) -> DQNLearner:
         c = self.config
         return DQNLearner(
             self.observation_space,
             self.action_space,
+            model=c.model,
+            device=c.learner_device,
             hidden=c.hidden,
             dueling=c.dueling,
             double_q=c.double_q,

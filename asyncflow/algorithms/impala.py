@@ -21,7 +21,7 @@ import torch
 
 from ..flow import once_per_steps, parallel_rollouts, report_metrics
 from ..flow.learner import sync_weights, train_async
-from ..rl.policy import ActorCritic, TorchPolicy
+from ..rl.actor_critic import ActorCritic, ActorCriticPolicy
 from ..rl.sample_batch import ACTIONS, DISCOUNTS, DONES, LOGP, NEXT_OBS, OBS, REWARDS, SampleBatch
 from ..rl.vtrace import vtrace
 from ..rl.worker_set import WorkerSet
@@ -58,9 +58,10 @@ class IMPALAConfig(AlgorithmConfig):
 
 
 def vtrace_targets(
-    model: ActorCritic, batch: Mapping[str, torch.Tensor], target_logp: torch.Tensor, config: Any
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """V-trace over the batch's sequences: ``(values, vs, pg_advantages)``, flat.
+    ac: ActorCritic, batch: Mapping[str, Any], values: torch.Tensor, target_logp: torch.Tensor, config: Any
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """V-trace over the batch's sequences: ``(vs, pg_advantages)``, flat, from the current
+    ``values`` of the rows and the log-probabilities of the policy being corrected to.
 
     Rows are ``rollout_fragment_length``-step sequences, one after another.
     """
@@ -69,9 +70,8 @@ def vtrace_targets(
     def seq(x: torch.Tensor) -> torch.Tensor:  # flat rows -> (T, B)
         return x.reshape(-1, steps).T
 
-    values = model.value(batch[OBS])
     with torch.no_grad():
-        next_values = model.value(batch[NEXT_OBS])
+        next_values = ac(batch[NEXT_OBS])[1]
         continues = ~seq(batch[DONES])
         continues[-1] = False  # the next row starts another sequence
         vs, pg_adv = vtrace(
@@ -84,15 +84,16 @@ def vtrace_targets(
             clip_rho=config.vtrace_clip_rho,
             clip_pg_rho=config.vtrace_clip_pg_rho,
         )
-    return values, vs.T.reshape(-1), pg_adv.T.reshape(-1)
+    return vs.T.reshape(-1), pg_adv.T.reshape(-1)
 
 
 def impala_loss(
-    model: ActorCritic, batch: Mapping[str, torch.Tensor], config: IMPALAConfig
+    ac: ActorCritic, batch: Mapping[str, Any], config: IMPALAConfig
 ) -> tuple[torch.Tensor, dict[str, float]]:
-    dist = model.dist(batch[OBS])
+    """Policy gradient on V-trace advantages, value regression to V-trace targets, entropy bonus."""
+    dist, values = ac(batch[OBS])
     logp = dist.log_prob(batch[ACTIONS])
-    values, vs, pg_adv = vtrace_targets(model, batch, logp.detach(), config)
+    vs, pg_adv = vtrace_targets(ac, batch, values, logp.detach(), config)
     pi_loss = -(logp * pg_adv).mean()
     vf_loss = 0.5 * ((vs - values) ** 2).mean()
     entropy = dist.entropy().mean()
@@ -106,12 +107,13 @@ def impala_loss(
     }
 
 
-class SequencePolicy(TorchPolicy):
-    """A TorchPolicy that trains on whole batches in row order (sequences stay intact)."""
+class SequencePolicy(ActorCriticPolicy):
+    """An actor-critic policy that trains on whole batches in row order (sequences stay intact)."""
 
     num_epochs = 1
 
     def learn_on_batch(self, batch: SampleBatch, *_: Any, **__: Any) -> dict[str, float]:  # type: ignore[override]
+        """``num_epochs`` passes over the whole batch, rows in order."""
         return super().learn_on_batch(batch, self.num_epochs, None, 0, shuffle=False)
 
 
@@ -122,7 +124,7 @@ class IMPALA(Algorithm):
     policy_class = SequencePolicy
 
     def worker_options(self) -> dict[str, Any]:
-        return {"postprocess": "transitions"}
+        return {"postprocess": "transitions"}  # V-trace takes next_obs and discounts
 
     def execution_plan(self, workers: WorkerSet, learner: Any, config: Any) -> AsyncIterator[dict[str, Any]]:
         rollouts = parallel_rollouts(workers, mode="async", num_async=config.num_async)

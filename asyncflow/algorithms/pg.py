@@ -13,7 +13,7 @@ from typing import Any
 import torch
 
 from ..flow import concat_batches, parallel_rollouts, report_metrics, standardize_fields, train_one_step
-from ..rl.policy import ActorCritic, TorchPolicy
+from ..rl.actor_critic import ActorCritic, ActorCriticPolicy
 from ..rl.worker_set import WorkerSet
 from ._base import Algorithm
 from ._config import AlgorithmConfig, algorithm_config, field
@@ -31,10 +31,9 @@ class PGConfig(AlgorithmConfig):
     """Environment steps per gradient step."""
 
 
-def pg_loss(
-    model: ActorCritic, batch: Mapping[str, torch.Tensor], config: PGConfig
-) -> tuple[torch.Tensor, dict[str, float]]:
-    dist = model.dist(batch["obs"])
+def pg_loss(ac: ActorCritic, batch: Mapping[str, Any], config: PGConfig) -> tuple[torch.Tensor, dict[str, float]]:
+    """REINFORCE: minus log-probability times the (standardized) return."""
+    dist, _ = ac(batch["obs"])
     loss = -(dist.log_prob(batch["actions"]) * batch["advantages"]).mean()
     return loss, {"policy_loss": float(loss.detach()), "entropy": float(dist.entropy().mean().detach())}
 
@@ -45,7 +44,9 @@ class PG(Algorithm):
     use_critic = False
     loss = staticmethod(pg_loss)
 
-    def execution_plan(self, workers: WorkerSet, learner: TorchPolicy, config: Any) -> AsyncIterator[dict[str, Any]]:
+    def execution_plan(
+        self, workers: WorkerSet, learner: ActorCriticPolicy, config: Any
+    ) -> AsyncIterator[dict[str, Any]]:
         rollouts = parallel_rollouts(workers, mode="bulk_sync")
         batches = concat_batches(rollouts, min_batch_size=config.train_batch_size)
         batches = standardize_fields(batches, ["advantages"])

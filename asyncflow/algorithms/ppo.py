@@ -27,7 +27,7 @@ from typing import Any
 import torch
 
 from ..flow import concat_batches, parallel_rollouts, report_metrics, standardize_fields, train_one_step
-from ..rl.policy import ActorCritic, TorchPolicy
+from ..rl.actor_critic import ActorCritic, ActorCriticPolicy
 from ..rl.worker_set import WorkerSet
 from ._base import Algorithm
 from ._config import AlgorithmConfig, algorithm_config, field
@@ -57,15 +57,13 @@ class PPOConfig(AlgorithmConfig):
     """Weight of the entropy bonus."""
 
 
-def ppo_loss(
-    model: ActorCritic, batch: Mapping[str, torch.Tensor], config: PPOConfig
-) -> tuple[torch.Tensor, dict[str, float]]:
-    dist = model.dist(batch["obs"])
+def ppo_loss(ac: ActorCritic, batch: Mapping[str, Any], config: PPOConfig) -> tuple[torch.Tensor, dict[str, float]]:
+    """The clipped surrogate, the (clipped) value loss and the entropy bonus, with KL and clip stats."""
+    dist, values = ac(batch["obs"])
     logp = dist.log_prob(batch["actions"])
     ratio = torch.exp(logp - batch["action_logp"])
     adv = batch["advantages"]
     surrogate = torch.min(ratio * adv, torch.clamp(ratio, 1 - config.clip_param, 1 + config.clip_param) * adv)
-    values = model.value(batch["obs"])
     vf_loss = (values - batch["value_targets"]) ** 2
     if config.vf_clip_param is not None:
         old = batch["vf_preds"]
@@ -92,7 +90,9 @@ class PPO(Algorithm):
     name = "ppo"
     loss = staticmethod(ppo_loss)
 
-    def execution_plan(self, workers: WorkerSet, learner: TorchPolicy, config: Any) -> AsyncIterator[dict[str, Any]]:
+    def execution_plan(
+        self, workers: WorkerSet, learner: ActorCriticPolicy, config: Any
+    ) -> AsyncIterator[dict[str, Any]]:
         rollouts = parallel_rollouts(workers, mode="bulk_sync")
         batches = concat_batches(rollouts, min_batch_size=config.train_batch_size)
         batches = standardize_fields(batches, ["advantages"])

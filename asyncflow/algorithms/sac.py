@@ -11,9 +11,8 @@ from __future__ import annotations
 import functools
 from typing import Any
 
-import gymnasium as gym
-
 from ..rl.continuous import SACLearner, SquashedGaussianPolicy
+from ..rl.policy import PolicyFactory
 from ._config import algorithm_config, field
 from ._off_policy import ReplayAlgorithm, ReplayConfig
 
@@ -49,20 +48,29 @@ class SACConfig(ReplayConfig):
 class SAC(ReplayAlgorithm):
     config_class = SACConfig
     name = "sac"
-    action_spaces = (gym.spaces.Box,)
+    family = "continuous"
     config: SACConfig
 
-    def worker_options(self) -> dict[str, Any]:
+    def model_options(self) -> dict[str, Any]:
+        return {"hidden": self.config.hidden, "gaussian": True, "num_q": 2}
+
+    def policy_factory(self) -> PolicyFactory:
         c = self.config
         random_steps = c.learning_starts // max(c.num_workers, 1)
-        policy = functools.partial(SquashedGaussianPolicy, hidden=c.hidden, random_steps=random_steps)
-        return {"policy_factory": policy, "postprocess": "transitions", "n_step": c.n_step}
+        return functools.partial(  # type: ignore[return-value]
+            SquashedGaussianPolicy, model=c.model, hidden=c.hidden, random_steps=random_steps, device=c.worker_device
+        )
+
+    def worker_options(self) -> dict[str, Any]:
+        return {"postprocess": "transitions", "n_step": self.config.n_step}
 
     def make_learner(self) -> SACLearner:
         c = self.config
         return SACLearner(
             self.observation_space,
             self.action_space,
+            model=c.model,
+            device=c.learner_device,
             hidden=c.hidden,
             actor_lr=c.lr,
             critic_lr=c.lr,

@@ -12,9 +12,8 @@ from __future__ import annotations
 import functools
 from typing import Any
 
-import gymnasium as gym
-
 from ..rl.continuous import DeterministicPolicy, TD3Learner
+from ..rl.policy import PolicyFactory
 from ._config import algorithm_config, field
 from ._off_policy import ReplayAlgorithm, ReplayConfig
 
@@ -66,24 +65,34 @@ class DDPGConfig(TD3Config):
 class TD3(ReplayAlgorithm):
     config_class = TD3Config
     name = "td3"
-    action_spaces = (gym.spaces.Box,)
+    family = "continuous"
     config: TD3Config
 
-    def worker_options(self) -> dict[str, Any]:
+    def model_options(self) -> dict[str, Any]:
+        return {"hidden": self.config.hidden, "gaussian": False, "num_q": 2 if self.config.twin_q else 1}
+
+    def policy_factory(self) -> PolicyFactory:
         c = self.config
-        policy = functools.partial(
+        return functools.partial(  # type: ignore[return-value]
             DeterministicPolicy,
+            model=c.model,
             hidden=c.hidden,
             random_steps=c.learning_starts // max(c.num_workers, 1),
             exploration_noise=c.exploration_noise,
+            num_q=self.model_options()["num_q"],
+            device=c.worker_device,
         )
-        return {"policy_factory": policy, "postprocess": "transitions", "n_step": c.n_step}
+
+    def worker_options(self) -> dict[str, Any]:
+        return {"postprocess": "transitions", "n_step": self.config.n_step}
 
     def make_learner(self) -> TD3Learner:
         c = self.config
         return TD3Learner(
             self.observation_space,
             self.action_space,
+            model=c.model,
+            device=c.learner_device,
             hidden=c.hidden,
             actor_lr=c.lr,
             critic_lr=c.lr,

@@ -26,8 +26,6 @@ import functools
 from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable
 from typing import Any, cast
 
-import gymnasium as gym
-
 from ..actors import ActorHandle, Runtime
 from ..errors import ConfigError
 from ..flow import (
@@ -43,9 +41,11 @@ from ..flow import (
 )
 from ..flow.learner import sync_weights, train_step, update_priorities, update_target_network
 from ..flow.replay import replay, store_to_replay_buffer
+from ..rl.actor_critic import ActorCriticPolicy
+from ..rl.models.config import model_spec
 from ..rl.multi_agent import MultiAgentCartPole, make_multi_agent_env
 from ..rl.multi_agent_worker import MultiAgentRolloutWorker, PolicySpec
-from ..rl.policy import FlatWeights, TorchPolicy, actor_critic_policy, check_spaces
+from ..rl.policy import FlatWeights
 from ..rl.q_learning import DQNLearner, EpsilonGreedyPolicy
 from ..rl.replay_buffer import PrioritizedReplayBuffer
 from ..rl.sample_batch import MultiAgentBatch, SampleBatch
@@ -82,6 +82,10 @@ class TwoTrainerConfig(AlgorithmConfig):
     """The policies that learn; the others keep acting with their current weights."""
     rollout_fragment_length: int = field(256, min=1)
     """Env steps per worker sample."""
+    ppo_model: Any = None
+    """The PPO policy's network (as ``model`` is for single-agent algorithms)."""
+    dqn_model: Any = None
+    """The DQN policy's Q network (as ``model`` is for DQN)."""
     ppo_lr: float = field(3e-3, min=0, exclusive_min=True)
     """Learning rate of the PPO policy."""
     ppo_train_batch_size: int = field(1024, min=1)
@@ -115,6 +119,10 @@ class TwoTrainerConfig(AlgorithmConfig):
 
     def __post_init__(self) -> None:
         super().__post_init__()
+        if self.model is not None:
+            raise ConfigError("model: the two trainers have a model each; set ppo_model and dqn_model")
+        for name in ("ppo_model", "dqn_model"):
+            object.__setattr__(self, name, model_spec(getattr(self, name), name))
         unknown = set(self.policies_to_train) - {PPO_POLICY, DQN_POLICY}
         if unknown or not self.policies_to_train or len(set(self.policies_to_train)) != len(self.policies_to_train):
             raise ConfigError(
@@ -173,25 +181,37 @@ class TwoTrainer(Algorithm):
                     raise ConfigError(
                         f"policy_mapping_fn: {agent!r} -> {pid!r}; expected {PPO_POLICY!r} or {DQN_POLICY!r}"
                     )
-                check_spaces(env.observation_spaces[agent], env.action_spaces[agent], field=f"env ({agent})")
-                if pid == DQN_POLICY and not isinstance(env.action_spaces[agent], gym.spaces.Discrete):
-                    raise ConfigError(f"env ({agent}): DQN needs Discrete actions, not {env.action_spaces[agent]}")
+                spec, family, options = self._policy_model(pid)
+                self.check_model(spec, env.observation_spaces[agent], env.action_spaces[agent], family=family,
+                                 options=options, field=f"env ({agent})")  # fmt: skip
             if set(mapped.values()) != {PPO_POLICY, DQN_POLICY}:
                 raise ConfigError(f"policy_mapping_fn: both policies need an agent, got {mapped}")
             self.spaces = {pid: (env.observation_spaces[a], env.action_spaces[a]) for a, pid in mapped.items()}
         finally:
             env.close()
 
+    def _policy_model(self, policy_id: str) -> tuple[Any, Any, dict[str, Any]]:
+        """A policy's model spec, family and built-in options."""
+        c = self.config
+        if policy_id == PPO_POLICY:
+            return c.ppo_model, "actor_critic", {"hidden": c.hidden}
+        return c.dqn_model, "q", {"hidden": c.dqn_hidden}
+
     def spawn_workers(self, runtime: Runtime) -> list[Awaitable[ActorHandle]]:
         c = self.config
         initial, final = c.dqn_epsilon
         specs = {
-            PPO_POLICY: PolicySpec(functools.partial(actor_critic_policy, hidden=c.hidden), "gae"),
+            PPO_POLICY: PolicySpec(
+                functools.partial(ActorCriticPolicy, model=c.ppo_model, hidden=c.hidden, device=c.worker_device),
+                "gae",
+            ),
             DQN_POLICY: PolicySpec(
-                functools.partial(
+                functools.partial(  # type: ignore[arg-type]
                     EpsilonGreedyPolicy,
+                    model=c.dqn_model,
                     hidden=c.dqn_hidden,
                     epsilon=(initial, final, c.dqn_epsilon_timesteps // max(c.num_workers, 1)),
+                    device=c.worker_device,
                 ),
                 "transitions",
                 c.dqn_n_step,
@@ -217,10 +237,15 @@ class TwoTrainer(Algorithm):
     def make_learner(self) -> _Learners:
         c = self.config
         ppo_config = PPOConfig().replace(lr=c.ppo_lr, max_grad_norm=c.max_grad_norm, hidden=c.hidden)
-        ppo = TorchPolicy(*self.spaces[PPO_POLICY], hidden=c.hidden, lr=c.ppo_lr, max_grad_norm=c.max_grad_norm,
-                          loss=ppo_loss, loss_config=ppo_config, seed=c.seed)  # fmt: skip
-        dqn = DQNLearner(*self.spaces[DQN_POLICY], hidden=c.dqn_hidden, lr=c.dqn_lr, seed=c.seed)
+        ppo = ActorCriticPolicy(*self.spaces[PPO_POLICY], model=c.ppo_model, hidden=c.hidden, lr=c.ppo_lr,
+                                max_grad_norm=c.max_grad_norm, loss=ppo_loss, loss_config=ppo_config, seed=c.seed,
+                                device=c.learner_device)  # fmt: skip
+        dqn = DQNLearner(*self.spaces[DQN_POLICY], model=c.dqn_model, hidden=c.dqn_hidden, lr=c.dqn_lr, seed=c.seed,
+                         device=c.learner_device)  # fmt: skip
         return _Learners(_PolicyLearner(PPO_POLICY, ppo), _PolicyLearner(DQN_POLICY, dqn))
+
+    def learners(self) -> list[Any]:
+        return [learner.learner for learner in self.learner.by_id.values()]
 
     async def setup(self, runtime: Runtime) -> None:
         self.buffer = PrioritizedReplayBuffer(self.config.dqn_buffer_size, seed=self.config.seed)
