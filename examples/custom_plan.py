@@ -16,7 +16,7 @@ import asyncio
 import asyncflow
 from asyncflow import flow
 from asyncflow.algorithms.ppo import PPOConfig, ppo_loss
-from asyncflow.rl import RolloutWorker, TorchPolicy
+from asyncflow.rl import ActorCriticPolicy, RolloutWorker
 from asyncflow.rl.env import probe_spaces
 from asyncflow.rl.worker_set import WorkerSet
 
@@ -27,7 +27,7 @@ async def main() -> None:
     args = parser.parse_args()
     config = PPOConfig(env="CartPole-v1")  # the loss reads its coefficients from here
     spaces = probe_spaces(config.env)
-    learner = TorchPolicy(*spaces, lr=config.lr, loss=ppo_loss, loss_config=config)
+    learner = ActorCriticPolicy(*spaces, lr=config.lr, loss=ppo_loss, loss_config=config)
     async with asyncflow.open_runtime() as rt:
         workers = WorkerSet(
             [await rt.spawn(RolloutWorker, config.env, num_envs=8, seed=i, worker_index=i + 1) for i in range(2)]

@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import gymnasium as gym
 import pytest
 
 from asyncflow import ConfigError
@@ -48,18 +49,29 @@ def test_microbatch_must_fit_the_batch() -> None:
         A2CConfig(train_batch_size=100, microbatch_size=200)
 
 
-def test_unknown_env_and_bad_action_space_fail_before_processes() -> None:
+class TextCartPole(gym.ObservationWrapper):  # type: ignore[type-arg]
+    """CartPole whose observations are strings: no built-in encoder takes them."""
+
+    def __init__(self) -> None:
+        super().__init__(gym.make("CartPole-v1"))
+        self.observation_space = gym.spaces.Text(32)
+
+    def observation(self, observation: object) -> str:
+        return str(observation)
+
+
+def test_unknown_env_and_unencodable_observations_fail_before_processes() -> None:
     with pytest.raises(ConfigError, match="unknown environment 'NoSuchEnv-v0'"):
         PPO(PPOConfig(env="NoSuchEnv-v0"))
-    with pytest.raises(ConfigError, match="observations must be"):
-        PPO(PPOConfig(env="Blackjack-v1"))
+    with pytest.raises(ConfigError, match=r"observations are Text\(.*no built-in encoder.*pass model="):
+        PPO(PPOConfig(env=TextCartPole))
     assert actor_children() == []
 
 
 def test_algorithms_refuse_action_spaces_they_cannot_handle() -> None:
-    with pytest.raises(ConfigError, match="DQN needs Discrete actions"):
+    with pytest.raises(ConfigError, match=r"DQN takes Discrete actions, not Box"):
         DQN(DQNConfig(env="Pendulum-v1"))
-    with pytest.raises(ConfigError, match="SAC needs Box actions"):
+    with pytest.raises(ConfigError, match="SAC takes Box actions, not Discrete"):
         SAC(SACConfig(env="CartPole-v1"))
     with pytest.raises(ConfigError, match="epsilon"):
         DQNConfig(epsilon=(1.0, 2.0))

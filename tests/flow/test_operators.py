@@ -11,7 +11,7 @@ import pytest
 import asyncflow
 from asyncflow import flow
 from asyncflow.flow import FlowContext, GradientsItem
-from asyncflow.rl import RolloutWorker, SampleBatch, TorchPolicy
+from asyncflow.rl import ActorCriticPolicy, RolloutWorker, SampleBatch
 from asyncflow.rl.worker_set import WorkerSet
 
 
@@ -186,7 +186,7 @@ async def test_apply_gradients_update_all_false_answers_only_the_source() -> Non
     import gymnasium as gym
 
     env = gym.make("CartPole-v1")
-    learner = TorchPolicy(env.observation_space, env.action_space)
+    learner = ActorCriticPolicy(env.observation_space, env.action_space)
     async with asyncflow.open_runtime("local") as rt:
         a, b = await rt.spawn(Recorder), await rt.spawn(Recorder)
         workers = WorkerSet([a, b])

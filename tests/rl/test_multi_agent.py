@@ -13,9 +13,9 @@ import pytest
 
 import asyncflow
 from asyncflow import flow
+from asyncflow.rl.actor_critic import ActorCriticPolicy
 from asyncflow.rl.multi_agent import ALL, MultiAgentCartPole, PettingZooEnv, make_multi_agent_env
 from asyncflow.rl.multi_agent_worker import MultiAgentRolloutWorker, PolicySpec
-from asyncflow.rl.policy import actor_critic_policy
 from asyncflow.rl.q_learning import EpsilonGreedyPolicy
 from asyncflow.rl.sample_batch import ADVANTAGES, DISCOUNTS, EPS_ID, NEXT_OBS, OBS, MultiAgentBatch
 from asyncflow.rl.worker_set import WorkerSet
@@ -54,7 +54,7 @@ class TwoCartPoles(pettingzoo.ParallelEnv):  # type: ignore[misc,name-defined]
 
 def _specs(n_step: int = 1) -> dict[str, PolicySpec]:
     return {
-        "ppo": PolicySpec(functools.partial(actor_critic_policy, hidden=(16,)), "gae"),
+        "ppo": PolicySpec(functools.partial(ActorCriticPolicy, hidden=(16,)), "gae"),
         "dqn": PolicySpec(functools.partial(EpsilonGreedyPolicy, hidden=(16,), epsilon=0.5), "transitions", n_step),
     }
 

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pytest
 
-from asyncflow import ConfigError
 from asyncflow.rl import RolloutWorker, SampleBatch, compute_gae, concat_samples
 
 
@@ -75,7 +76,7 @@ def test_box_actions_are_clipped_for_the_env() -> None:
     assert np.all(np.abs(worker.policy.env_actions(b["actions"] * 100)) <= 2.0)
 
 
-def test_unsupported_action_space_is_a_config_error() -> None:
+def test_multi_binary_actions_and_tuple_observations_sample() -> None:
     import gymnasium as gym
 
     class MultiBinaryCartPole(gym.Wrapper):  # type: ignore[type-arg]
@@ -83,7 +84,12 @@ def test_unsupported_action_space_is_a_config_error() -> None:
             super().__init__(gym.make("CartPole-v1"))
             self.action_space = gym.spaces.MultiBinary(2)
 
-    with pytest.raises(ConfigError, match="actions must be Discrete"):
-        RolloutWorker(MultiBinaryCartPole)
-    with pytest.raises(ConfigError, match="observations must be a 1-D Box"):
-        RolloutWorker(lambda: gym.make("Blackjack-v1"))
+        def step(self, action: np.ndarray) -> Any:
+            assert action.shape == (2,) and set(action.tolist()) <= {0, 1}
+            return self.env.step(int(action[0]))
+
+    b = RolloutWorker(MultiBinaryCartPole, num_envs=2, rollout_fragment_length=8).sample()
+    assert b["actions"].shape == (16, 2) and b["actions"].dtype == np.int8
+    b = RolloutWorker(lambda: gym.make("Blackjack-v1"), num_envs=2, rollout_fragment_length=8).sample()
+    assert isinstance(b["obs"], tuple) and [o.dtype for o in b["obs"]] == [np.int64] * 3
+    assert [o.shape for o in b["obs"]] == [(16,)] * 3

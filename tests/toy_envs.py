@@ -1,0 +1,131 @@
+"""Small environments the tests build themselves, for spaces that CartPole lacks.
+
+- ``Catch``: a ball falls down an 8x8 grid; move the paddle under it. Pixels:
+  ``uint8`` frames of 16x16x3 (channels last), each cell 2x2 pixels, the ball
+  in channel 0 and the paddle in channel 1. +1 for a catch, -1 for a miss, at
+  the end of each 7-step episode. A random policy scores about -0.7; the best
+  policy scores 1.
+- ``GoalGrid``: walk to a goal on an 8x8 grid with ``MultiDiscrete([3, 3])``
+  actions (a step of -1, 0 or +1 on each axis). The observation is a ``Dict``:
+  ``"image"``, a 1x16x16 ``uint8`` frame (channels first) that shows only the
+  goal, and ``"position"``, the agent's own coordinates scaled to [0, 1]; no
+  part alone is enough. +1 on reaching the goal, -0.02 per step, at most 16
+  steps. The best policy scores 0.86-0.98; a random one about -0.15.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+
+GRID = 8
+CELL = 2
+
+
+def _paint(frame: np.ndarray, channel: int, x: int, y: int, channels_last: bool) -> None:
+    ys, xs = slice(y * CELL, (y + 1) * CELL), slice(x * CELL, (x + 1) * CELL)
+    if channels_last:
+        frame[ys, xs, channel] = 255
+    else:
+        frame[channel, ys, xs] = 255
+
+
+class Catch(gym.Env[np.ndarray, int]):
+    """A falling ball and a paddle, seen as 16x16x3 ``uint8`` frames."""
+
+    def __init__(self) -> None:
+        self.observation_space = gym.spaces.Box(0, 255, (GRID * CELL, GRID * CELL, 3), np.uint8)
+        self.action_space = gym.spaces.Discrete(3)  # left, stay, right
+        self.ball = (0, 0)
+        self.paddle = 0
+
+    def _frame(self) -> np.ndarray:
+        frame = np.zeros(self.observation_space.shape, np.uint8)
+        _paint(frame, 0, self.ball[0], self.ball[1], True)
+        _paint(frame, 1, self.paddle, GRID - 1, True)
+        return frame
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[np.ndarray, dict]:  # type: ignore[type-arg]
+        super().reset(seed=seed)
+        self.ball = (int(self.np_random.integers(GRID)), 0)
+        self.paddle = int(self.np_random.integers(GRID))
+        return self._frame(), {}
+
+    def step(self, action: int) -> tuple[np.ndarray, float, bool, bool, dict]:  # type: ignore[type-arg]
+        self.paddle = int(np.clip(self.paddle + int(action) - 1, 0, GRID - 1))
+        self.ball = (self.ball[0], self.ball[1] + 1)
+        done = self.ball[1] == GRID - 1
+        reward = (1.0 if self.ball[0] == self.paddle else -1.0) if done else 0.0
+        return self._frame(), reward, done, False, {}
+
+
+class GoalGrid(gym.Env[dict, np.ndarray]):  # type: ignore[type-arg]
+    """Reach the goal seen in the image, knowing your position from the vector."""
+
+    def __init__(self) -> None:
+        self.observation_space = gym.spaces.Dict(
+            {
+                "image": gym.spaces.Box(0, 255, (1, GRID * CELL, GRID * CELL), np.uint8),
+                "position": gym.spaces.Box(0.0, 1.0, (2,), np.float32),
+            }
+        )
+        self.action_space = gym.spaces.MultiDiscrete([3, 3])
+        self.goal = np.zeros(2, np.int64)
+        self.agent = np.zeros(2, np.int64)
+        self.steps = 0
+
+    def _obs(self) -> dict[str, np.ndarray]:
+        image = np.zeros(self.observation_space["image"].shape, np.uint8)
+        _paint(image, 0, int(self.goal[0]), int(self.goal[1]), False)
+        return {"image": image, "position": (self.agent / (GRID - 1)).astype(np.float32)}
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[dict, dict]:  # type: ignore[type-arg]
+        super().reset(seed=seed)
+        self.goal = self.np_random.integers(GRID, size=2)
+        self.agent = self.np_random.integers(GRID, size=2)
+        while np.array_equal(self.agent, self.goal):
+            self.agent = self.np_random.integers(GRID, size=2)
+        self.steps = 0
+        return self._obs(), {}
+
+    def step(self, action: np.ndarray) -> tuple[dict, float, bool, bool, dict]:  # type: ignore[type-arg]
+        assert action.shape == (2,), action
+        self.agent = np.clip(self.agent + np.asarray(action) - 1, 0, GRID - 1)
+        self.steps += 1
+        reached = bool(np.array_equal(self.agent, self.goal))
+        reward = 1.0 if reached else -0.02
+        return self._obs(), reward, reached, self.steps >= 16 and not reached, {}
+
+
+def frozen_lake() -> gym.Env[Any, Any]:
+    """FrozenLake-v1 without slipping: a ``Discrete(16)`` observation."""
+    return gym.make("FrozenLake-v1", is_slippery=False)
+
+
+class Frames(gym.Env[np.ndarray, int]):
+    """Atari-sized observations (84x84x4, ``dtype`` uint8 by default) that cost almost nothing
+    to make: for measuring what a frame costs to move, not to learn from."""
+
+    def __init__(self, dtype: Any = np.uint8, episode_length: int = 50) -> None:
+        high = 255 if np.dtype(dtype) == np.uint8 else 1.0
+        self.observation_space = gym.spaces.Box(0, high, (84, 84, 4), dtype)
+        self.action_space = gym.spaces.Discrete(4)
+        self.episode_length = episode_length
+        self.t = 0
+        self._frames = [np.full((84, 84, 4), i, dtype) for i in range(episode_length + 1)]
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[np.ndarray, dict]:  # type: ignore[type-arg]
+        super().reset(seed=seed)
+        self.t = 0
+        return self._frames[0], {}
+
+    def step(self, action: int) -> tuple[np.ndarray, float, bool, bool, dict]:  # type: ignore[type-arg]
+        self.t += 1
+        return self._frames[self.t], float(action == 1), False, self.t >= self.episode_length, {}
+
+
+def float_frames() -> Frames:
+    """``Frames`` with float32 observations (4x the bytes)."""
+    return Frames(np.float32)
