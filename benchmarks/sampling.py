@@ -1,12 +1,18 @@
-"""Sampling throughput: env steps/s of ``parallel_rollouts`` on CartPole-v1
-with the real MLP policy, side by side in one run with
+"""Sampling throughput: env steps/s of ``parallel_rollouts``, side by side in one run with
 
   (a) the same sampling loop (``RolloutWorker.sample``: same environments,
       same batched policy, GAE included) in this process, no framework;
   (b) gymnasium's ``AsyncVectorEnv`` stepping the same total number of
       environments, with the same policy run batched in the driver.
 
-    python benchmarks/sampling.py [--seconds S]
+Two workloads: CartPole-v1 with the 64x64 MLP policy, and 84x84x4 ``uint8``
+frames (a synthetic env returning precomputed frames, so what is measured is
+the cost of moving frames, not of making them) with random actions and with
+the Nature CNN policy; for frames the table adds the MB/s that went through
+the shared-memory rings (``Runtime.statistics().bytes_moved``), and
+``AsyncVectorEnv`` runs with ``shared_memory=True``.
+
+    python benchmarks/sampling.py [--seconds S] [--only cartpole|frames]
 
 At most 2 worker processes (this is a 2-core machine).
 """
@@ -19,24 +25,25 @@ import statistics
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import gymnasium as gym
-import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _envs import Frames84
 from _table import machine_line, print_table, ratio
 
 import asyncflow
 from asyncflow.flow import FlowContext, parallel_rollouts
-from asyncflow.rl import RolloutWorker, TorchPolicy
+from asyncflow.rl import ActorCriticPolicy, RandomPolicy, RolloutWorker
 from asyncflow.rl.worker_set import WorkerSet
 
 ENV = "CartPole-v1"
 FRAGMENT = 64
 
 
-def single_process(num_envs: int, seconds: float) -> float:
-    worker = RolloutWorker(ENV, num_envs=num_envs, rollout_fragment_length=FRAGMENT)
+def single_process(env: Any, num_envs: int, seconds: float, policy: Any = None) -> float:
+    worker = RolloutWorker(env, num_envs=num_envs, rollout_fragment_length=FRAGMENT, policy_factory=policy)
     worker.sample()
     steps, start = 0, time.perf_counter()
     while time.perf_counter() - start < seconds:
@@ -44,31 +51,42 @@ def single_process(num_envs: int, seconds: float) -> float:
     return steps / (time.perf_counter() - start)
 
 
-async def asyncflow_rollouts(num_workers: int, num_envs: int, seconds: float) -> float:
+async def asyncflow_rollouts(
+    env: Any, num_workers: int, num_envs: int, seconds: float, policy: Any = None
+) -> tuple[float, float]:
+    """Env steps/s, and MB/s through the rings."""
     async with asyncflow.open_runtime() as rt:
         handles = await asyncio.gather(
             *(
-                rt.spawn(RolloutWorker, ENV, num_envs=num_envs, rollout_fragment_length=FRAGMENT, worker_index=i)
+                rt.spawn(
+                    RolloutWorker,
+                    env,
+                    num_envs=num_envs,
+                    rollout_fragment_length=FRAGMENT,
+                    worker_index=i,
+                    policy_factory=policy,
+                )
                 for i in range(1, num_workers + 1)
             )
         )
         rollouts = parallel_rollouts(WorkerSet(handles), "bulk_sync", ctx=FlowContext())
         await anext(rollouts)  # warm-up round
-        steps, start = 0, time.perf_counter()
+        steps, moved, start = 0, rt.statistics().bytes_moved, time.perf_counter()
         while time.perf_counter() - start < seconds:
             steps += len(await anext(rollouts))
-        rate = steps / (time.perf_counter() - start)
+        elapsed = time.perf_counter() - start
+        megabytes = (rt.statistics().bytes_moved - moved) / 1e6
         await rollouts.aclose()
-        return rate
+        return steps / elapsed, megabytes / elapsed
 
 
-def async_vector_env(num_envs: int, seconds: float) -> float:
-    envs = gym.vector.AsyncVectorEnv([lambda: gym.make(ENV)] * num_envs, context="forkserver")
-    policy = TorchPolicy(envs.single_observation_space, envs.single_action_space)
+def async_vector_env(make: Any, num_envs: int, seconds: float, random_actions: bool = False) -> float:
+    envs = gym.vector.AsyncVectorEnv([make] * num_envs, context="forkserver", shared_memory=True)
+    policy = ActorCriticPolicy(envs.single_observation_space, envs.single_action_space)
     obs, _ = envs.reset(seed=0)
     steps, start = 0, time.perf_counter()
     while time.perf_counter() - start < seconds:
-        actions, _, _ = policy.compute_actions(obs.astype(np.float32))
+        actions = envs.action_space.sample() if random_actions else policy.compute_actions(obs)[0]
         obs, _, _, _, _ = envs.step(actions)
         steps += num_envs
     rate = steps / (time.perf_counter() - start)
@@ -76,12 +94,7 @@ def async_vector_env(num_envs: int, seconds: float) -> float:
     return rate
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--seconds", type=float, default=3.0, help="measuring time per run")
-    parser.add_argument("--repeats", type=int, default=3, help="interleaved runs per figure (median shown)")
-    parser.add_argument("--envs", type=int, nargs="+", default=[1, 8, 32], help="num_envs_per_worker values")
-    args = parser.parse_args()
+def cartpole(args: argparse.Namespace) -> None:
     print(f"# sampling throughput, {ENV}, 64x64 MLP policy ({machine_line()}); at most 2 worker processes")
     rows = []
     for n in args.envs:
@@ -89,10 +102,10 @@ def main() -> None:
         # percent over minutes, which would otherwise favour whoever runs first.
         runs: list[list[float]] = [[], [], [], []]
         for _ in range(args.repeats):
-            runs[0].append(single_process(n, args.seconds))
-            runs[1].append(asyncio.run(asyncflow_rollouts(1, n, args.seconds)))
-            runs[2].append(asyncio.run(asyncflow_rollouts(2, n, args.seconds)))
-            runs[3].append(async_vector_env(2 * n, args.seconds))
+            runs[0].append(single_process(ENV, n, args.seconds))
+            runs[1].append(asyncio.run(asyncflow_rollouts(ENV, 1, n, args.seconds))[0])
+            runs[2].append(asyncio.run(asyncflow_rollouts(ENV, 2, n, args.seconds))[0])
+            runs[3].append(async_vector_env(lambda: gym.make(ENV), 2 * n, args.seconds))
         local, one, two, vec = (statistics.median(r) for r in runs)
         rows.append([n, local, one, two, vec, ratio(two, local), ratio(two, vec)])
     print_table(
@@ -108,6 +121,49 @@ def main() -> None:
         ],
         rows,
     )
+
+
+def frames(args: argparse.Namespace) -> None:
+    n = args.frame_envs
+    print(f"\n# sampling throughput, 84x84x4 uint8 frames, {n} envs per worker ({machine_line()}); 2 worker processes")
+    rows = []
+    for name, policy in (("random actions", RandomPolicy), ("Nature CNN policy", None)):
+        runs: list[list[float]] = [[], [], [], []]
+        for _ in range(args.repeats):
+            runs[0].append(single_process(Frames84, n, args.seconds, policy))
+            rate, megabytes = asyncio.run(asyncflow_rollouts(Frames84, 2, n, args.seconds, policy))
+            runs[1].append(rate)
+            runs[2].append(megabytes)
+            runs[3].append(async_vector_env(Frames84, 2 * n, args.seconds, random_actions=policy is RandomPolicy))
+        local, two, mbs, vec = (statistics.median(r) for r in runs)
+        rows.append([name, local, two, mbs, vec, ratio(two, local), ratio(two, vec)])
+    print_table(
+        f"env steps/s, median of {args.repeats} interleaved runs (ratios: asyncflow with 2 workers / other)",
+        [
+            "policy",
+            "1 process, no framework",
+            "asyncflow 2 workers",
+            "MB/s through rings",
+            f"AsyncVectorEnv(shared_memory) {2 * n} envs",
+            "2 workers / 1 process",
+            "2 workers / AsyncVectorEnv",
+        ],
+        rows,
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--seconds", type=float, default=3.0, help="measuring time per run")
+    parser.add_argument("--repeats", type=int, default=3, help="interleaved runs per figure (median shown)")
+    parser.add_argument("--envs", type=int, nargs="+", default=[1, 8, 32], help="CartPole num_envs_per_worker values")
+    parser.add_argument("--frame-envs", type=int, default=8, help="num_envs_per_worker for the frames rows")
+    parser.add_argument("--only", choices=["cartpole", "frames"], help="run one of the two workloads")
+    args = parser.parse_args()
+    if args.only != "frames":
+        cartpole(args)
+    if args.only != "cartpole":
+        frames(args)
 
 
 if __name__ == "__main__":
