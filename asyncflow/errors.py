@@ -5,10 +5,16 @@
     AsyncflowError                 base of everything below
     ├── ConfigError                bad input; raised before any process starts
     ├── CheckpointError            a checkpoint that is corrupt, foreign, or for another algorithm
+    │   └── CheckpointImportError  a sound checkpoint whose code (an env's module) cannot be imported here
+    ├── TrainingError              the run stopped rather than go on with garbage
+    │   ├── EnvOutputError         an env's output broke its own space (shape, dtype, NaN or inf)
+    │   └── NonFiniteError         too many updates in a row had a NaN or inf loss or gradient
     └── ActorError                 something about an actor call went wrong
         ├── ActorDiedError         the peer died (crash, kill -9, OOM); carries the exit code
+        │   └── WorkerTimeoutError a rollout worker did not answer in time and had no restart left
         ├── RemoteError            the peer raised, and its exception type could not travel
         ├── SerializationError     an argument or result could not be pickled or unpickled
+        ├── SharedMemoryError      /dev/shm has no room for an actor's rings
         └── ClosedError            *you* closed it: the runtime or the actor is shut down
 
 An exception that a remote method raises comes back as itself (``except
@@ -25,11 +31,17 @@ __all__ = [
     "ActorError",
     "AsyncflowError",
     "CheckpointError",
+    "CheckpointImportError",
     "ClosedError",
     "ConfigError",
+    "EnvOutputError",
+    "NonFiniteError",
     "RemoteError",
     "RemoteTraceback",
     "SerializationError",
+    "SharedMemoryError",
+    "TrainingError",
+    "WorkerTimeoutError",
 ]
 
 
@@ -46,6 +58,29 @@ class ConfigError(AsyncflowError, ValueError):
 
 class CheckpointError(AsyncflowError, ValueError):
     """A checkpoint file that cannot be loaded: not ours, damaged, or for another algorithm."""
+
+
+class CheckpointImportError(CheckpointError, ImportError):
+    """A checkpoint that is sound, but refers to code this process cannot import
+    (the module of its env, model or policy mapping): ``module`` names it."""
+
+    def __init__(self, message: str, module: str | None) -> None:
+        super().__init__(message)
+        self.module = module
+
+
+class TrainingError(AsyncflowError):
+    """The run stopped because going on would have trained on garbage."""
+
+
+class EnvOutputError(TrainingError, ValueError):
+    """An environment returned an observation or reward that breaks its own space:
+    a wrong shape or dtype, or NaN or inf. The message names the env, the
+    worker, the sub-environment, the field and the step."""
+
+
+class NonFiniteError(TrainingError, FloatingPointError):
+    """Updates kept producing a NaN or inf loss or gradient (each was skipped)."""
 
 
 class ActorError(AsyncflowError):
@@ -69,6 +104,10 @@ class ActorDiedError(ActorError):
         super().__init__(message)
 
 
+class WorkerTimeoutError(ActorDiedError):
+    """A rollout worker did not answer within ``sample_timeout_s`` and had no restart left."""
+
+
 class RemoteError(ActorError):
     """The actor raised an exception whose type could not be rebuilt here.
 
@@ -83,6 +122,10 @@ class RemoteError(ActorError):
 
 class SerializationError(ActorError, TypeError):
     """An argument or a result could not be serialized or deserialized."""
+
+
+class SharedMemoryError(ActorError, OSError):
+    """``/dev/shm`` cannot hold an actor's rings; the message says how much is needed."""
 
 
 class ClosedError(ActorError):

@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from .env_checks import EnvChecker
 from .multi_agent import ALL, make_multi_agent_env
 from .policy import FlatWeights, PolicyFactory
 from .sample_batch import MultiAgentBatch, SampleBatch, concat_samples
@@ -88,6 +89,7 @@ class MultiAgentRolloutWorker:
         lam: float = 0.95,
         seed: int = 0,
         worker_index: int = 0,
+        check_env_output: bool = True,
     ) -> None:
         self.env = make_multi_agent_env(env)
         self.specs = dict(policies)
@@ -110,8 +112,13 @@ class MultiAgentRolloutWorker:
                     seed=base + len(self.policies),
                     worker_index=worker_index,
                 )
-        self.obs, _ = self.env.reset(seed=base)
+        self.checkers = (
+            {a: EnvChecker(env, self.env.observation_spaces[a], worker_index) for a in self.env.possible_agents}
+            if check_env_output
+            else None
+        )
         self.episodes = EpisodeBook(worker_index, 1)  # one lane: the env's episode, all agents together
+        self.obs = self._reset(seed=base)
         self._open: dict[str, _Trajectory] = {}
         self._agent_return: dict[str, float] = defaultdict(float)
 
@@ -124,9 +131,13 @@ class MultiAgentRolloutWorker:
             obs, rewards, terminateds, truncateds, _ = self.env.step(actions)
             over = terminateds.get(ALL, False) or truncateds.get(ALL, False)
             step_reward = 0.0
+            step = int(self.episodes.lengths[0]) + 1
             for agent in actions:
                 traj = self._open[agent]
                 reward = float(rewards.get(agent, 0.0))
+                if self.checkers is not None and agent in obs:
+                    self.checkers[agent].observation(obs[agent], agent, step)
+                    self.checkers[agent].finite(obs[agent], reward, agent, step)
                 terminated = bool(terminateds.get(agent, False))
                 done = terminated or bool(truncateds.get(agent, False)) or over
                 traj.rewards.append(reward)
@@ -142,7 +153,7 @@ class MultiAgentRolloutWorker:
             self.episodes.add(np.array([step_reward]))
             if over:
                 self.episodes.end(0)
-                self.obs, _ = self.env.reset()
+                self.obs = self._reset()
             else:
                 self.obs = {a: o for a, o in obs.items() if not (terminateds.get(a) or truncateds.get(a))}
         for agent in list(self._open):  # the fragment ends mid-episode
@@ -156,6 +167,14 @@ class MultiAgentRolloutWorker:
             episode_lengths=lengths,
             policy_returns=policy_returns,
         )
+
+    def _reset(self, seed: int | None = None) -> dict[str, Any]:
+        obs, _ = self.env.reset(seed=seed)
+        if self.checkers is not None:
+            for agent, o in obs.items():
+                self.checkers[agent].observation(o, agent, 0)
+                self.checkers[agent].finite(o, 0.0, agent, 0)
+        return dict(obs)
 
     def _act(self) -> dict[str, Any]:
         groups: dict[str, list[str]] = defaultdict(list)

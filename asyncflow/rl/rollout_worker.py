@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from .env import EnvSpec, make_env
+from .env_checks import EnvChecker
 from .policy import FlatWeights, PolicyFactory
 from .sample_batch import DONES, SampleBatch
 from .state import pickle_attributes, unpickle_attributes
@@ -57,6 +58,7 @@ class RolloutWorker:
         use_critic: bool = True,
         postprocess: PostprocessMode = "gae",
         n_step: int = 1,
+        check_env_output: bool = True,
     ) -> None:
         self.postprocessing = Postprocessing(postprocess, gamma, lam, n_step, use_critic and postprocess == "gae")
         self.envs = [make_env(env) for _ in range(num_envs)]
@@ -68,15 +70,21 @@ class RolloutWorker:
         self.policy: Any = factory(
             self.observation_space, self.envs[0].action_space, seed=base, worker_index=worker_index
         )
+        self.checker = EnvChecker(env, self.observation_space, worker_index) if check_env_output else None
         self.obs = tree_zeros(self.observation_space, (num_envs,))
         for i, e in enumerate(self.envs):
-            tree_assign(self.obs, i, e.reset(seed=base + i)[0])
+            first = e.reset(seed=base + i)[0]
+            if self.checker is not None:
+                self.checker.observation(first, i, 0)
+            tree_assign(self.obs, i, first)
         self.episodes = EpisodeBook(worker_index, num_envs)
+        if self.checker is not None:
+            self.checker.finite_observations(self.obs, self.episodes.lengths)
 
     def sample(self) -> SampleBatch:
         """Collect ``rollout_fragment_length`` steps from each sub-environment."""
         n, steps = len(self.envs), self.fragment
-        space, book, policy = self.observation_space, self.episodes, self.policy
+        space, book, policy, check = self.observation_space, self.episodes, self.policy, self.checker
         obs_buf = tree_zeros(space, (steps, n))
         keeps_next = self.postprocessing.keeps_next_obs
         next_buf = tree_zeros(space, (steps, n)) if keeps_next else None
@@ -97,6 +105,8 @@ class RolloutWorker:
             ended: list[int] = []
             for i, env in enumerate(self.envs):
                 next_obs, reward, terminated, truncated, _ = env.step(env_action[i])
+                if check is not None:
+                    check.observation(next_obs, i, int(book.lengths[i]) + 1)
                 rewards[t, i] = reward
                 if keeps_next:
                     tree_assign(next_buf, (t, i), next_obs)
@@ -107,15 +117,35 @@ class RolloutWorker:
                     if truncated and not terminated:
                         truncations.append((t, i, tree_map(np.array, next_obs)))
                     next_obs, _ = env.reset()
+                    if check is not None:
+                        check.observation(next_obs, i, 0)
                 tree_assign(self.obs, i, next_obs)
             book.add(rewards[t])
+            if check is not None:
+                self._check_finite(check, t, rewards, next_buf, truncations)
             for i in ended:
                 book.end(i)
+            if check is not None:
+                check.finite_observations(self.obs, book.lengths)
         segment = Segment(obs_buf, np.stack(actions), rewards, dones, terminateds, logps, values, eps,
                           last_obs=self.obs, next_obs=next_buf, truncations=truncations)  # fmt: skip
         columns = self.postprocessing(segment, policy.values)
         returns, lengths = book.take()
         return SampleBatch(columns, episode_returns=returns, episode_lengths=lengths)
+
+    def _check_finite(
+        self, check: EnvChecker, t: int, rewards: np.ndarray, next_buf: Any, truncations: list[tuple[int, int, Any]]
+    ) -> None:
+        """NaN and inf in step ``t``'s rewards and in the observations that end episodes
+        (the others are checked in ``self.obs``, together with the reset ones)."""
+        steps = self.episodes.lengths
+        check.finite_rewards(rewards[t], steps)
+        if next_buf is not None:
+            check.finite_observations(tree_map(lambda x: x[t], next_buf), steps)
+        for step, lane, obs in reversed(truncations):
+            if step != t:
+                break
+            check.finite(obs, 0.0, lane, int(steps[lane]))
 
     # -- weights and learning, delegated to the policy -------------------
 
