@@ -25,7 +25,7 @@ from torch import nn
 
 from .device import resolve_device, to_numpy, to_tensors
 from .models import ActionDistribution, ActionHead, ModelSpec, build_model
-from .optim import Adam
+from .optim import Adam, UpdateGuard
 from .policy import FlatWeights, flat_weights, load_flat_weights
 from .sample_batch import SampleBatch
 from .tree import Tree, tree_map
@@ -78,12 +78,15 @@ class ActorCriticPolicy:
         seed: int = 0,
         worker_index: int = 0,
         device: str | torch.device = "cpu",
+        max_nonfinite_updates: int = 10,
     ) -> None:
         torch.manual_seed(seed)
         self.device = resolve_device(device) if isinstance(device, str) else device
         self.action_space = action_space
         self.model = build_model(model, observation_space, action_space, "actor_critic", hidden=hidden).to(self.device)
         self.ac = ActorCritic(self.model, action_space)
+        self._params = list(self.model.parameters())
+        self.guard = UpdateGuard(max_nonfinite_updates, type(self).__name__)
         self.lr = lr
         self._optimizer: Adam | None = None
         self.max_grad_norm = max_grad_norm
@@ -140,10 +143,11 @@ class ActorCriticPolicy:
             return 0.0
         return float(nn.utils.clip_grad_norm_(self.model.parameters(), self.max_grad_norm))
 
-    def _step(self) -> float:
-        norm = self._clip()
-        self.optimizer.step()
-        self.version += 1
+    def _step(self, loss: torch.Tensor | None) -> float | None:
+        """Clip, check and apply the gradients; None if they were not finite (then skipped)."""
+        norm = self.guard.step(self.optimizer, loss, self._params, self.max_grad_norm)
+        if norm is not None:
+            self.version += 1
         return norm
 
     def learn_on_batch(
@@ -158,7 +162,8 @@ class ActorCriticPolicy:
 
         The batch becomes tensors on the device once; minibatches are index
         views of them. ``shuffle=False`` keeps rows in order (losses over
-        sequences, V-trace).
+        sequences, V-trace). A minibatch whose loss or gradient is not finite
+        is skipped (``UpdateGuard``); ``skipped_updates`` counts them over the run.
         """
         rng = np.random.default_rng(seed)
         tensors = self.tensors(dict(batch))
@@ -173,11 +178,16 @@ class ActorCriticPolicy:
                 loss, stats = self._loss(tree_map(functools.partial(_rows, index), tensors))
                 self.optimizer.zero_grad()
                 loss.backward()  # type: ignore[no-untyped-call]
-                stats["grad_norm"] = self._step()
+                norm = self._step(loss)
+                if norm is None:
+                    continue  # its stats are NaN: kept out of the means
+                stats["grad_norm"] = norm
                 for k, v in stats.items():
                     totals[k] = totals.get(k, 0.0) + v
                 steps += 1
-        return {k: v / max(steps, 1) for k, v in totals.items()}
+        means = {k: v / steps for k, v in totals.items()} if steps else {}
+        means["skipped_updates"] = self.guard.skipped
+        return means
 
     def compute_gradients(self, batch: SampleBatch) -> tuple[list[np.ndarray], dict[str, float]]:
         """Gradients of the loss on ``batch`` (CPU numpy arrays, one per parameter) and the loss stats."""
@@ -190,10 +200,9 @@ class ActorCriticPolicy:
 
     def apply_gradients(self, grads: Sequence[np.ndarray]) -> None:
         """One optimizer step with the given gradients."""
-        for p, g in zip(self.model.parameters(), grads, strict=True):
+        for p, g in zip(self._params, grads, strict=True):
             p.grad = torch.as_tensor(g).to(p.device)
-        self.optimizer.step()
-        self.version += 1
+        self._step(None)  # checked; clipping again is a no-op for gradients the workers clipped
 
     # -- weights ---------------------------------------------------------
 

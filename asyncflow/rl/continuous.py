@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import copy
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, cast
 
 import gymnasium as gym
@@ -34,7 +34,7 @@ from torch import nn
 from .device import resolve_device, to_numpy, to_tensors
 from .models import ModelSpec, build_model
 from .nets import polyak_update
-from .optim import Adam
+from .optim import Adam, UpdateGuard
 from .policy import FlatWeights, flat_weights, load_flat_weights
 from .replay_buffer import WEIGHTS
 from .sample_batch import ACTIONS, DISCOUNTS, NEXT_OBS, OBS, REWARDS, SampleBatch
@@ -203,22 +203,11 @@ def _set_requires_grad(params: list[nn.Parameter], flag: bool) -> None:
         p.requires_grad_(flag)
 
 
-def _critic_step(
-    critic: nn.Module,
-    optimizer: Adam,
-    num_q: int,
-    obs: Any,
-    actions: torch.Tensor,
-    targets: torch.Tensor,
-    w: torch.Tensor,
-) -> tuple[float, torch.Tensor, torch.Tensor]:
-    q = critic(obs, actions)
-    loss = sum((w * (q[:, i] - targets) ** 2).mean() for i in range(num_q))
+def _guarded_step(guard: UpdateGuard, optimizer: Adam, loss: torch.Tensor, params: list[nn.Parameter]) -> bool:
+    """Backward, then step unless the loss or gradient is not finite; whether it stepped."""
     optimizer.zero_grad()
-    loss.backward()  # type: ignore[union-attr]
-    optimizer.step()
-    q1 = q[:, 0].detach()
-    return float(loss.detach()), q1, (q1 - targets).abs()  # type: ignore[union-attr]
+    loss.backward()  # type: ignore[no-untyped-call]
+    return guard.step(optimizer, loss, params) is not None
 
 
 class _ContinuousLearner:
@@ -239,6 +228,7 @@ class _ContinuousLearner:
         tau: float,
         seed: int,
         device: str | torch.device,
+        max_nonfinite_updates: int,
     ) -> None:
         box = _box(action_space)
         torch.manual_seed(seed)
@@ -252,6 +242,30 @@ class _ContinuousLearner:
         self.tau = tau
         self.version = 0
         self._critic_params = list(self.critic.parameters())
+        self._actor_params = list(self.actor.parameters())
+        self.guard = UpdateGuard(max_nonfinite_updates, type(self).__name__)
+
+    def _critic_step(
+        self, obs: Any, actions: torch.Tensor, targets: torch.Tensor, w: torch.Tensor
+    ) -> torch.Tensor | None:
+        """One step of the ``num_q`` critics toward ``targets``: their first Q, or None if skipped."""
+        q: torch.Tensor = self.critic(obs, actions)
+        loss = sum((w * (q[:, i] - targets) ** 2).mean() for i in range(self.num_q))
+        self._critic_loss = float(loss.detach())  # type: ignore[union-attr]
+        if not _guarded_step(self.guard, self.critic_opt, loss, self._critic_params):  # type: ignore[arg-type]
+            return None
+        return q[:, 0].detach()
+
+    def _actor_step(self, actor_loss: Callable[[], torch.Tensor]) -> torch.Tensor | None:
+        """One actor step on the loss ``actor_loss()`` builds with the critic frozen (so the
+        actor's loss neither moves the critic nor spends a backward pass on it); the loss,
+        or None if the step was skipped."""
+        _set_requires_grad(self._critic_params, False)
+        try:
+            loss = actor_loss()
+            return loss if _guarded_step(self.guard, self.actor_opt, loss, self._actor_params) else None
+        finally:
+            _set_requires_grad(self._critic_params, True)
 
     @property
     def actor(self) -> nn.Module:
@@ -286,10 +300,13 @@ class SACLearner(_ContinuousLearner):
         tau: float = 0.005,
         seed: int = 0,
         device: str | torch.device = "cpu",
+        max_nonfinite_updates: int = 10,
     ) -> None:
         super().__init__(observation_space, action_space, model=model, hidden=hidden, gaussian=True, num_q=2,
-                         actor_lr=actor_lr, critic_lr=critic_lr, tau=tau, seed=seed, device=device)  # fmt: skip
+                         actor_lr=actor_lr, critic_lr=critic_lr, tau=tau, seed=seed, device=device,
+                         max_nonfinite_updates=max_nonfinite_updates)  # fmt: skip
         self.log_alpha = torch.tensor(math.log(initial_alpha), device=self.device, requires_grad=True)
+        self._actor_loss = self._entropy = 0.0
         self.target_entropy = -float(self.act_dim) if target_entropy is None else target_entropy
         self.alpha_opt = Adam([self.log_alpha], lr=alpha_lr)  # type: ignore[list-item]
 
@@ -301,31 +318,32 @@ class SACLearner(_ContinuousLearner):
             next_actions, next_logp = squashed_gaussian(self.actor(next_obs))
             t = self.target(next_obs, next_actions)
             targets = rewards + discounts * (torch.min(t[:, 0], t[:, 1]) - alpha * next_logp)
-        critic_loss, q1, td = _critic_step(self.critic, self.critic_opt, 2, obs, actions, targets, w)
+        q1 = self._critic_step(obs, actions, targets, w)
+        if q1 is None:  # skipped: nothing moves, no priorities from NaN
+            return {"skipped_updates": self.guard.skipped}
+        logp = torch.zeros(())
 
-        _set_requires_grad(self._critic_params, False)  # the actor's loss must not move the critic
-        new_actions, logp = squashed_gaussian(self.actor(obs))
-        q_pi = self.critic(obs, new_actions)
-        actor_loss = (alpha * logp - torch.min(q_pi[:, 0], q_pi[:, 1])).mean()
-        self.actor_opt.zero_grad()
-        actor_loss.backward()  # type: ignore[no-untyped-call]
-        self.actor_opt.step()
-        _set_requires_grad(self._critic_params, True)
+        def actor_loss() -> torch.Tensor:
+            nonlocal logp
+            new_actions, logp = squashed_gaussian(self.actor(obs))
+            q_pi: torch.Tensor = self.critic(obs, new_actions)
+            return (alpha * logp - torch.min(q_pi[:, 0], q_pi[:, 1])).mean()
 
-        alpha_loss = -(self.log_alpha * (logp.detach() + self.target_entropy)).mean()
-        self.alpha_opt.zero_grad()
-        alpha_loss.backward()  # type: ignore[no-untyped-call]
-        self.alpha_opt.step()
-
+        loss = self._actor_step(actor_loss)
+        if loss is not None:
+            self._actor_loss, self._entropy = float(loss.detach()), float(-logp.detach().mean())
+            alpha_loss = -(self.log_alpha * (logp.detach() + self.target_entropy)).mean()
+            _guarded_step(self.guard, self.alpha_opt, alpha_loss, [self.log_alpha])  # type: ignore[list-item]
         polyak_update(self.target, self.critic, self.tau)
         self.version += 1
         return {
-            "critic_loss": critic_loss,
-            "actor_loss": float(actor_loss.detach()),
+            "critic_loss": self._critic_loss,
+            "actor_loss": self._actor_loss,
             "alpha": float(alpha),
-            "entropy": float(-logp.detach().mean()),
+            "entropy": self._entropy,
             "mean_q": float(q1.mean()),
-            "td_error": to_numpy(td),
+            "skipped_updates": self.guard.skipped,
+            "td_error": to_numpy((q1 - targets).abs()),
         }
 
 
@@ -350,10 +368,11 @@ class TD3Learner(_ContinuousLearner):
         target_noise_clip: float = 0.5,
         seed: int = 0,
         device: str | torch.device = "cpu",
+        max_nonfinite_updates: int = 10,
     ) -> None:
         super().__init__(observation_space, action_space, model=model, hidden=hidden, gaussian=False,
                          num_q=2 if twin_q else 1, actor_lr=actor_lr, critic_lr=critic_lr, tau=tau, seed=seed,
-                         device=device)  # fmt: skip
+                         device=device, max_nonfinite_updates=max_nonfinite_updates)  # fmt: skip
         self.target_actor = copy.deepcopy(self.actor).requires_grad_(False)
         self.policy_delay = policy_delay
         self.target_noise, self.target_noise_clip = target_noise, target_noise_clip
@@ -373,18 +392,16 @@ class TD3Learner(_ContinuousLearner):
             t = self.target(next_obs, next_actions)
             next_q = torch.min(t[:, 0], t[:, 1]) if self.num_q == 2 else t[:, 0]
             targets = rewards + discounts * next_q
-        critic_loss, q1, td = _critic_step(self.critic, self.critic_opt, self.num_q, obs, actions, targets, w)
+        q1 = self._critic_step(obs, actions, targets, w)
+        if q1 is None:  # skipped: nothing moves, no priorities from NaN
+            return {"skipped_updates": self.guard.skipped}
         self.steps += 1
         if self.steps % self.policy_delay == 0:
-            _set_requires_grad(self._critic_params, False)
-            actor_loss = -self.critic(obs, torch.tanh(self.actor(obs)))[:, 0].mean()
-            self.actor_opt.zero_grad()
-            actor_loss.backward()  # type: ignore[no-untyped-call]
-            self.actor_opt.step()
-            _set_requires_grad(self._critic_params, True)
-            self._actor_loss = float(actor_loss.detach())
-            polyak_update(self.target_actor, self.actor, self.tau)
-            polyak_update(self.target, self.critic, self.tau)
-            self.version += 1
-        return {"critic_loss": critic_loss, "actor_loss": self._actor_loss, "mean_q": float(q1.mean()),
-                "td_error": to_numpy(td)}  # fmt: skip
+            loss = self._actor_step(lambda: -self.critic(obs, torch.tanh(self.actor(obs)))[:, 0].mean())
+            if loss is not None:
+                self._actor_loss = float(loss.detach())
+                polyak_update(self.target_actor, self.actor, self.tau)
+                polyak_update(self.target, self.critic, self.tau)
+                self.version += 1
+        return {"critic_loss": self._critic_loss, "actor_loss": self._actor_loss, "mean_q": float(q1.mean()),
+                "skipped_updates": self.guard.skipped, "td_error": to_numpy((q1 - targets).abs())}  # fmt: skip

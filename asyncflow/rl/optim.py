@@ -15,7 +15,9 @@ from typing import Any
 
 import torch
 
-__all__ = ["Adam"]
+from ..errors import NonFiniteError
+
+__all__ = ["Adam", "UpdateGuard"]
 
 
 class Adam:
@@ -66,3 +68,52 @@ class Adam:
         for mine, theirs in ((self.exp_avg, state["exp_avg"]), (self.exp_avg_sq, state["exp_avg_sq"])):
             for a, b in zip(mine, theirs, strict=True):
                 a.copy_(torch.as_tensor(b))
+
+
+class UpdateGuard:
+    """Skips optimizer steps whose loss or gradient is not finite, and gives up after
+    ``max_in_a_row`` of them in a row with ``NonFiniteError``.
+
+    A skipped step leaves the weights and the optimizer's moments untouched
+    (the gradients are dropped); ``skipped`` counts them over the run and is
+    reported with the learner's stats. One NaN batch (a reward spike, an
+    unlucky minibatch) costs one update; a run that has diverged stops with a
+    message instead of training on NaN until the end.
+    """
+
+    def __init__(self, max_in_a_row: int = 10, name: str = "learner") -> None:
+        self.max_in_a_row = max_in_a_row
+        self.name = name
+        self.skipped = 0
+        self.in_a_row = 0
+
+    def step(
+        self,
+        optimizer: Adam,
+        loss: torch.Tensor | None,
+        params: list[torch.nn.Parameter],
+        max_norm: float | None = None,
+    ) -> float | None:
+        """After ``loss.backward()``: clip the gradients to ``max_norm`` (if given) and step,
+        returning the gradient norm before clipping; or, if the loss or the norm is NaN or
+        inf, drop the gradients and return None."""
+        grads = [p.grad for p in params if p.grad is not None]
+        if max_norm is not None:
+            norm = torch.nn.utils.clip_grad_norm_(params, max_norm)
+        else:
+            norm = torch.nn.utils.get_total_norm(grads) if grads else torch.zeros(())
+        value, loss_value = float(norm), 0.0 if loss is None else float(loss.detach())
+        if math.isfinite(value) and math.isfinite(loss_value):
+            self.in_a_row = 0
+            optimizer.step()
+            return value
+        optimizer.zero_grad()
+        self.skipped += 1
+        self.in_a_row += 1
+        if self.in_a_row >= self.max_in_a_row:
+            raise NonFiniteError(
+                f"{self.name}: {self.in_a_row} updates in a row had a non-finite loss ({loss_value}) or gradient "
+                f"norm ({value}); each was skipped, {self.skipped} in all. Lower lr, clip gradients "
+                "(max_grad_norm), or look for NaN in the data (max_nonfinite_updates sets how many to allow)"
+            )
+        return None

@@ -17,7 +17,7 @@ from torch import nn
 from .device import resolve_device, to_numpy, to_tensors
 from .models import ModelSpec, build_model
 from .nets import polyak_update
-from .optim import Adam
+from .optim import Adam, UpdateGuard
 from .policy import FlatWeights, flat_weights, load_flat_weights
 from .replay_buffer import WEIGHTS
 from .sample_batch import ACTIONS, DISCOUNTS, NEXT_OBS, OBS, REWARDS, SampleBatch
@@ -134,6 +134,7 @@ class DQNLearner:
         tau: float = 1.0,
         seed: int = 0,
         device: str | torch.device = "cpu",
+        max_nonfinite_updates: int = 10,
     ) -> None:
         _check_discrete(action_space)
         torch.manual_seed(seed)
@@ -143,6 +144,8 @@ class DQNLearner:
         self.target = copy.deepcopy(self.model).requires_grad_(False)
         self.double_q = double_q
         self.optimizer = Adam(self.model.parameters(), lr=lr)
+        self._params = list(self.model.parameters())
+        self.guard = UpdateGuard(max_nonfinite_updates, type(self).__name__)
         self.max_grad_norm = max_grad_norm
         self.tau = tau
         self.version = 0
@@ -169,14 +172,12 @@ class DQNLearner:
         loss = (weights * nn.functional.huber_loss(q, targets, reduction="none")).mean()
         self.optimizer.zero_grad()
         loss.backward()  # type: ignore[no-untyped-call]
-        norm = (
-            float(nn.utils.clip_grad_norm_(self.model.parameters(), self.max_grad_norm))
-            if self.max_grad_norm is not None
-            else 0.0
-        )
-        self.optimizer.step()
+        norm = self.guard.step(self.optimizer, loss, self._params, self.max_grad_norm)
+        stats: dict[str, Any] = {"skipped_updates": self.guard.skipped}
+        if norm is None:  # skipped: no priorities from NaN TD errors either
+            return stats
         self.version += 1
-        return {
+        return stats | {
             "loss": float(loss.detach()),
             "mean_q": float(q.detach().mean()),
             "mean_td_error": float(td.detach().abs().mean()),
