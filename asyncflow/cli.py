@@ -124,6 +124,8 @@ def _train(args: argparse.Namespace) -> int:
     from .algorithms import ALGORITHMS, Algorithm
     from .experiment import Progress, Stop, latest_checkpoint, make_run_dir, run_experiment
 
+    if args.checkpoint_every < 0:
+        raise ConfigError(f"--checkpoint-every must be >= 0, not {args.checkpoint_every}")
     if args.resume is not None:
         if args.algo or args.config or args.env or args.set or args.num_workers is not None or args.seed is not None:
             raise ConfigError("--resume continues a run with its saved config; give only stop conditions and logging")
@@ -136,12 +138,15 @@ def _train(args: argparse.Namespace) -> int:
             raise ConfigError("train: name an algorithm (" + ", ".join(sorted(ALGORITHMS)) + ")")
         cls = ALGORITHMS[args.algo]
         config = _make_config(cls, args)
-        algo = cls(config)
+        algo = cls(config)  # the env and the model are checked here, in this process
         env = config.env if isinstance(config.env, str) else getattr(config.env, "__name__", "env")
         run_dir, name = make_run_dir(args.logdir, args.algo, env), args.algo
         print(f"asyncflow: training {name} on {env} with {config.num_workers} workers; logs in {run_dir}")
-    if args.checkpoint_every < 0:
-        raise ConfigError(f"--checkpoint-every must be >= 0, not {args.checkpoint_every}")
+    if args.warm_fork_server:
+        # Only now that the input is known to be good: bad input starts no process at all.
+        from .actors import start_fork_server
+
+        start_fork_server()
     stop = Stop(args.stop_reward, args.stop_timesteps, args.stop_time)
     progress = Progress(stop)
     try:
@@ -182,13 +187,9 @@ def _plot(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    # Before torch is imported here: the fork server imports it in parallel.
-    if argv is None and len(sys.argv) > 1 and sys.argv[1] == "train":
-        from .actors import start_fork_server
-
-        start_fork_server()
     parser = _build_parser()
     args = parser.parse_args(argv)
+    args.warm_fork_server = argv is None  # run from the shell: start it as early as input allows
     commands = {"train": _train, "evaluate": _evaluate, "plot": _plot}
     try:
         code = commands[args.command](args)

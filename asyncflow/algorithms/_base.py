@@ -162,6 +162,7 @@ class Algorithm:
             loss_config=c,
             seed=c.seed,
             device=c.learner_device,
+            max_nonfinite_updates=c.max_nonfinite_updates,
         )
 
     def learners(self) -> list[Any]:
@@ -200,6 +201,7 @@ class Algorithm:
                 seed=c.seed,
                 worker_index=i + 1,
                 use_critic=self.use_critic,
+                check_env_output=c.check_env_output,
                 **self.worker_options(),
                 name=f"{self.name}-worker-{i + 1}",
                 max_restarts=c.max_worker_restarts,

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import math
 import types
 import typing
 from collections.abc import Callable
@@ -19,7 +20,7 @@ from ..rl.device import resolve_device
 from ..rl.env import EnvSpec
 from ..rl.models.config import model_spec
 
-__all__ = ["AlgorithmConfig", "algorithm_config", "field"]
+__all__ = ["AlgorithmConfig", "algorithm_config", "check_epsilon", "field"]
 
 C = TypeVar("C", bound=type)
 
@@ -83,6 +84,18 @@ def _check_type(name: str, value: Any, hint: Any) -> Any:
     raise ConfigError(f"{name}: expected {getattr(hint, '__name__', hint)}, got {type(value).__name__} {value!r}")
 
 
+def _numbers(value: Any) -> list[float]:
+    """The ints and floats in a field's value (itself, or the items of a tuple)."""
+    items = value if isinstance(value, tuple) else (value,)
+    return [v for v in items if isinstance(v, int | float) and not isinstance(v, bool)]
+
+
+def check_epsilon(name: str, value: tuple[float, ...]) -> None:
+    """An (initial, final) exploration pair, each in [0, 1]."""
+    if len(value) != 2 or not all(0 <= e <= 1 for e in value):
+        raise ConfigError(f"{name}: expected (initial, final) in [0, 1], got {value}")
+
+
 @algorithm_config
 class AlgorithmConfig:
     """Fields every algorithm shares."""
@@ -112,7 +125,7 @@ class AlgorithmConfig:
     """Where the learner trains: "auto" (cuda, then mps, then cpu), "cpu", "cuda", "cuda:N", "mps"."""
     worker_device: str = "cpu"
     """Where workers run their policy's inference."""
-    max_grad_norm: float | None = 0.5
+    max_grad_norm: float | None = field(0.5, min=0, exclusive_min=True)
     """Clip the global gradient norm to this (None: no clipping)."""
     seed: int = field(0, min=0)
     """Seeds environments, policies and minibatch shuffling."""
@@ -120,12 +133,24 @@ class AlgorithmConfig:
     """How often each worker process may be replaced after it dies."""
     metrics_smoothing_episodes: int = field(100, min=1)
     """Episode statistics in a result cover this many of the latest episodes."""
+    max_nonfinite_updates: int = field(10, min=1)
+    """Updates in a row with a NaN or inf loss or gradient (each skipped) before the run
+    stops with ``NonFiniteError``."""
+    check_env_output: bool = True
+    """Check every observation's shape and dtype against the space, and observations and
+    rewards for NaN and inf (an ``EnvOutputError`` names the env, worker, field and step)."""
 
     def __post_init__(self) -> None:
         hints = typing.get_type_hints(type(self))
         for f in dataclasses.fields(self):  # type: ignore[arg-type]
             value = _check_type(f.name, getattr(self, f.name), hints[f.name])
             object.__setattr__(self, f.name, value)
+            for number in _numbers(value):
+                if not math.isfinite(number):
+                    raise ConfigError(f"{f.name}: must be a finite number, got {value!r}")
+            sizes = typing.get_origin(hints[f.name]) is tuple and typing.get_args(hints[f.name])[0] is int
+            if sizes and any(n < 1 for n in value):
+                raise ConfigError(f"{f.name}: sizes must be >= 1, got {value}")
             low, high = f.metadata.get("min"), f.metadata.get("max")
             if isinstance(value, int | float) and not isinstance(value, bool):
                 if low is not None and (value < low or (f.metadata.get("exclusive_min") and value == low)):
@@ -133,8 +158,6 @@ class AlgorithmConfig:
                     raise ConfigError(f"{f.name}: must be {op} {low}, got {value}")
                 if high is not None and value > high:
                     raise ConfigError(f"{f.name}: must be <= {high}, got {value}")
-        if any(h < 1 for h in self.hidden):
-            raise ConfigError(f"hidden: layer sizes must be >= 1, got {self.hidden}")
         object.__setattr__(self, "model", model_spec(self.model))
         for name in ("learner_device", "worker_device"):
             resolve_device(getattr(self, name), name)  # a device this machine lacks fails here

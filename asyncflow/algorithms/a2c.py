@@ -45,7 +45,7 @@ class A2CConfig(AlgorithmConfig):
     """GAE lambda (1.0: n-step returns minus the value baseline)."""
     train_batch_size: int = field(1024, min=1)
     """Environment steps per update."""
-    microbatch_size: int | None = None
+    microbatch_size: int | None = field(None, min=1)
     """If set, average the gradients of microbatches of this size into one update."""
     vf_loss_coeff: float = field(0.5, min=0)
     """Weight of the value loss."""

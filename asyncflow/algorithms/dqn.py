@@ -16,10 +16,9 @@ from __future__ import annotations
 import functools
 from typing import Any
 
-from ..errors import ConfigError
 from ..rl.policy import PolicyFactory
 from ..rl.q_learning import DQNLearner, EpsilonGreedyPolicy
-from ._config import algorithm_config, field
+from ._config import algorithm_config, check_epsilon, field
 from ._off_policy import ReplayAlgorithm, ReplayConfig
 
 __all__ = ["DQN", "DQNConfig"]
@@ -35,7 +34,7 @@ class DQNConfig(ReplayConfig):
     """Steps per sub-environment in one ``sample()`` call."""
     hidden: tuple[int, ...] = (128, 128)
     """Hidden layer sizes of the Q network."""
-    max_grad_norm: float | None = 10.0
+    max_grad_norm: float | None = field(10.0, min=0, exclusive_min=True)
     """Clip the global gradient norm to this (None: no clipping)."""
     dueling: bool = True
     """Dueling heads: Q = V + A - mean(A)."""
@@ -60,8 +59,7 @@ class DQNConfig(ReplayConfig):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        if len(self.epsilon) != 2 or not all(0 <= e <= 1 for e in self.epsilon):
-            raise ConfigError(f"epsilon: expected (initial, final) in [0, 1], got {self.epsilon}")
+        check_epsilon("epsilon", self.epsilon)
 
 
 class DQN(ReplayAlgorithm):
@@ -96,6 +94,7 @@ class DQN(ReplayAlgorithm):
             self.action_space,
             model=c.model,
             device=c.learner_device,
+            max_nonfinite_updates=c.max_nonfinite_updates,
             hidden=c.hidden,
             dueling=c.dueling,
             double_q=c.double_q,

@@ -39,7 +39,7 @@ class IMPALAConfig(AlgorithmConfig):
     """Steps per sequence (V-trace runs over each sequence)."""
     num_envs_per_worker: int = field(8, min=1)
     """Sequences per worker sample (and per learner batch)."""
-    max_grad_norm: float | None = 40.0
+    max_grad_norm: float | None = field(40.0, min=0, exclusive_min=True)
     """Clip the global gradient norm to this (None: no clipping)."""
     num_async: int = field(2, min=1)
     """Sample requests in flight per worker."""

@@ -49,7 +49,7 @@ class PPOConfig(AlgorithmConfig):
     """Passes over each training batch."""
     clip_param: float = field(0.2, min=0, exclusive_min=True)
     """Surrogate clip range."""
-    vf_clip_param: float | None = 10.0
+    vf_clip_param: float | None = field(10.0, min=0, exclusive_min=True)
     """Value clip range (None: no value clipping)."""
     vf_loss_coeff: float = field(0.5, min=0)
     """Weight of the value loss."""

@@ -71,6 +71,7 @@ class SAC(ReplayAlgorithm):
             self.action_space,
             model=c.model,
             device=c.learner_device,
+            max_nonfinite_updates=c.max_nonfinite_updates,
             hidden=c.hidden,
             actor_lr=c.lr,
             critic_lr=c.lr,

@@ -93,6 +93,7 @@ class TD3(ReplayAlgorithm):
             self.action_space,
             model=c.model,
             device=c.learner_device,
+            max_nonfinite_updates=c.max_nonfinite_updates,
             hidden=c.hidden,
             actor_lr=c.lr,
             critic_lr=c.lr,

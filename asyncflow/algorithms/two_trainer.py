@@ -52,7 +52,7 @@ from ..rl.sample_batch import MultiAgentBatch, SampleBatch
 from ..rl.state import get_state, set_state
 from ..rl.worker_set import WorkerSet
 from ._base import Algorithm
-from ._config import AlgorithmConfig, algorithm_config, field
+from ._config import AlgorithmConfig, algorithm_config, check_epsilon, field
 from .ppo import PPOConfig, ppo_loss
 
 __all__ = ["DQN_POLICY", "PPO_POLICY", "TwoTrainer", "TwoTrainerConfig", "two_agent_cartpole"]
@@ -121,6 +121,7 @@ class TwoTrainerConfig(AlgorithmConfig):
         super().__post_init__()
         if self.model is not None:
             raise ConfigError("model: the two trainers have a model each; set ppo_model and dqn_model")
+        check_epsilon("dqn_epsilon", self.dqn_epsilon)
         for name in ("ppo_model", "dqn_model"):
             object.__setattr__(self, name, model_spec(getattr(self, name), name))
         unknown = set(self.policies_to_train) - {PPO_POLICY, DQN_POLICY}
@@ -228,6 +229,7 @@ class TwoTrainer(Algorithm):
                 lam=c.lam,
                 seed=c.seed,
                 worker_index=i + 1,
+                check_env_output=c.check_env_output,
                 name=f"{self.name}-worker-{i + 1}",
                 max_restarts=c.max_worker_restarts,
             )
@@ -239,9 +241,9 @@ class TwoTrainer(Algorithm):
         ppo_config = PPOConfig().replace(lr=c.ppo_lr, max_grad_norm=c.max_grad_norm, hidden=c.hidden)
         ppo = ActorCriticPolicy(*self.spaces[PPO_POLICY], model=c.ppo_model, hidden=c.hidden, lr=c.ppo_lr,
                                 max_grad_norm=c.max_grad_norm, loss=ppo_loss, loss_config=ppo_config, seed=c.seed,
-                                device=c.learner_device)  # fmt: skip
+                                device=c.learner_device, max_nonfinite_updates=c.max_nonfinite_updates)  # fmt: skip
         dqn = DQNLearner(*self.spaces[DQN_POLICY], model=c.dqn_model, hidden=c.dqn_hidden, lr=c.dqn_lr, seed=c.seed,
-                         device=c.learner_device)  # fmt: skip
+                         device=c.learner_device, max_nonfinite_updates=c.max_nonfinite_updates)  # fmt: skip
         return _Learners(_PolicyLearner(PPO_POLICY, ppo), _PolicyLearner(DQN_POLICY, dqn))
 
     def learners(self) -> list[Any]:
