@@ -105,7 +105,15 @@ class ActorDiedError(ActorError):
 
 
 class WorkerTimeoutError(ActorDiedError):
-    """A rollout worker did not answer within ``sample_timeout_s`` and had no restart left."""
+    """A rollout worker did not answer within ``sample_timeout_s`` and had no restart left
+    (it was killed)."""
+
+    def __init__(self, name: str, detail: str) -> None:
+        ActorError.__init__(self, f"worker {name!r} timed out and was killed: {detail}")
+        self.name, self.exitcode, self.detail = name, None, detail
+
+    def __reduce__(self) -> tuple[type, tuple[str, str]]:
+        return type(self), (self.name, self.detail)
 
 
 class RemoteError(ActorError):

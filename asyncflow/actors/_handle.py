@@ -30,6 +30,7 @@ class Transport(Protocol):
     async def stop(self) -> None: ...
     @property
     def backlogged(self) -> bool: ...
+    async def kill(self) -> None: ...
     def kill_now(self) -> None: ...
     def call(self, method: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> asyncio.Future[Any]: ...
     def notify(self, method: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None: ...
@@ -202,6 +203,13 @@ class ActorHandle:
             self._failed.__cause__ = exc
         finally:
             self._restarting = None
+
+    async def kill(self) -> None:
+        """Kill the actor's process now (SIGKILL), as a crash would, for an actor that hangs:
+        its pending calls fail with ``ActorDiedError`` and the restart policy applies.
+        Returns once the death is handled (``alive`` then says whether a restart is on its way)."""
+        self._check_open()
+        await self._transport.kill()
 
     async def close(self) -> None:
         """Stop the actor and release its resources. Idempotent."""

@@ -94,5 +94,8 @@ class LocalTransport:
             await asyncio.wait(list(self._tasks))
         self._obj = None
 
+    async def kill(self) -> None:
+        raise RuntimeError(f"actor {self.name!r} runs in this process (the local backend): it cannot be killed")
+
     def kill_now(self) -> None:
         self._stopped = True

@@ -84,8 +84,10 @@ class ProcessTransport:
     async def start(self) -> None:
         loop = self._loop = asyncio.get_running_loop()
         opts = self._options
-        requests, replies = Ring(capacity=opts.ring_bytes), Ring(capacity=opts.ring_bytes)
-        self._rings = [requests, replies]
+        requests = Ring(capacity=opts.ring_bytes)
+        self._rings = [requests]  # released by stop(), also when the second ring fails
+        replies = Ring(capacity=opts.ring_bytes)
+        self._rings.append(replies)
         own, actor_bell = Doorbell(), Doorbell()
         self._bells = [own, actor_bell]
         reader = RingReader(replies, actor_bell)
@@ -133,6 +135,14 @@ class ProcessTransport:
                 self._on_sentinel()
             process.join(timeout=1.0)
         self._release()
+
+    async def kill(self) -> None:
+        """SIGKILL the process, as a crash would, and wait until its death is handled
+        (pending calls failed, the owner told)."""
+        if self._process is not None and self._process.pid is not None and self._exited is not None:
+            if not self._exited.done():
+                self._process.kill()
+            await asyncio.shield(self._exited)
 
     def kill_now(self) -> None:
         """Synchronous last resort (atexit): kill the process, unlink segments."""
@@ -291,6 +301,8 @@ class ProcessTransport:
         if self._endpoint is not None and self._rings:
             for tag, kind, payload in self._drain_all():  # answers written before the exit still count
                 self._handle(tag, kind, payload)
+        for ring in self._rings:  # nobody will attach again: the names go now, the mappings at _release
+            ring.unlink()
         exitcode = self._process.exitcode
         if not self._exited.done():
             self._exited.set_result(exitcode)

@@ -29,6 +29,7 @@ from ..flow._context import FlowContext, _current
 from ..flow.train import _off_loop
 from ..rl.actor_critic import ActorCriticPolicy
 from ..rl.env import probe_spaces
+from ..rl.env_checks import env_name
 from ..rl.models import build_model, check_model, model_name
 from ..rl.models.config import ModelConfig
 from ..rl.policy import PolicyFactory, WorkerPolicy, check_learner
@@ -180,7 +181,8 @@ class Algorithm:
         self.learner = self.make_learner()
         for learner in self.learners():
             check_learner(learner, f"{type(self).__name__}.make_learner()")
-        self.workers = WorkerSet(await asyncio.gather(*spawns))
+        handles = await asyncio.gather(*spawns)
+        self.workers = WorkerSet(handles, sample_timeout_s=c.sample_timeout_s, env=f"env {env_name(c.env)!r}")
         await self.workers.broadcast(self.learner.get_weights())  # one starting point everywhere
         await self.setup(runtime)
         self.ctx = FlowContext(start_time=time.perf_counter(), smoothing_episodes=c.metrics_smoothing_episodes)

@@ -136,6 +136,9 @@ class AlgorithmConfig:
     max_nonfinite_updates: int = field(10, min=1)
     """Updates in a row with a NaN or inf loss or gradient (each skipped) before the run
     stops with ``NonFiniteError``."""
+    sample_timeout_s: float | None = field(60.0, min=0, exclusive_min=True)
+    """A worker process whose ``sample()`` takes longer is killed and restarted (``max_worker_restarts``);
+    None: wait forever. A wave-one sample takes well under a second on a 2-core laptop: 60 s only catches hangs."""
     check_env_output: bool = True
     """Check every observation's shape and dtype against the space, and observations and
     rewards for NaN and inf (an ``EnvOutputError`` names the env, worker, field and step)."""

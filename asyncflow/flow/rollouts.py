@@ -53,12 +53,13 @@ async def parallel_rollouts(
         if mode == "bulk_sync":
             while True:
                 with ctx.timer("sample"):
-                    parts = await asyncio.gather(*(workers.call(w, "sample") for w in workers.workers))
+                    parts = await asyncio.gather(*(workers.sample(w) for w in workers.workers))
                 batch = _concat(parts)
                 _record(ctx, batch, workers)
                 yield batch
         else:
-            async with closing(_as_completed(workers, "sample", num_async)) as results:
+            timeout = workers.sample_timeout_s
+            async with closing(_as_completed(workers, "sample", num_async, timeout=timeout)) as results:
                 async for worker, batch in results:
                     batch.source = worker
                     _record(ctx, batch, workers)
@@ -66,13 +67,14 @@ async def parallel_rollouts(
 
 
 async def _as_completed(
-    workers: WorkerSet, method: str, num_async: int, *args: Any
+    workers: WorkerSet, method: str, num_async: int, *args: Any, timeout: float | None = None
 ) -> AsyncIterator[tuple[ActorHandle, Any]]:
-    """Keep ``num_async`` calls of ``method(*args)`` in flight per actor; yield results as they land."""
+    """Keep ``num_async`` calls of ``method(*args)`` in flight per actor; yield results as they land.
+    ``timeout``: see ``WorkerSet.call`` (for sampling; replay shards wait for rows by design)."""
     pending: dict[asyncio.Future[Any], ActorHandle] = {}
 
     def submit(worker: ActorHandle) -> None:
-        call: Awaitable[Any] = workers.call(worker, method, *args)
+        call: Awaitable[Any] = workers.call(worker, method, *args, timeout=timeout)
         pending[asyncio.ensure_future(call)] = worker
 
     try:
@@ -109,7 +111,8 @@ async def async_gradients(workers: WorkerSet, ctx: FlowContext | None = None) ->
     """Each worker samples and computes gradients locally; yield them as they arrive."""
     ctx = ctx or current_context()
     with named("async_gradients"):
-        async with closing(_as_completed(workers, "sample_with_gradients", 1)) as results:
+        method, timeout = "sample_with_gradients", workers.sample_timeout_s
+        async with closing(_as_completed(workers, method, 1, timeout=timeout)) as results:
             async for worker, (grads, info, summary) in results:
                 _record(ctx, summary, workers)
                 yield GradientsItem(grads, info, len(summary), worker)

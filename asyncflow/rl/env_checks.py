@@ -15,6 +15,7 @@ with ``check_env_output=False`` for an env you trust.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import Any
 
@@ -31,9 +32,11 @@ OPT_OUT = "set check_env_output=False to skip these checks"
 
 
 def env_name(spec: Any) -> str:
-    """How messages name an env given as an id, a callable or an instance."""
+    """How messages name an env given as an id, a callable (a partial: its function) or an instance."""
     if isinstance(spec, str):
         return spec
+    while isinstance(spec, functools.partial):
+        spec = spec.func
     return str(getattr(spec, "__qualname__", None) or type(spec).__name__)
 
 

@@ -2,41 +2,98 @@
 
 It knows the latest weights, so a worker that died and was restarted by its
 restart policy gets them back before it samples again.
+
+It also keeps a hanging environment from hanging the run: a ``sample`` call
+that does not come back within ``sample_timeout_s`` gets its worker killed
+(a ``WorkerTimeoutWarning`` names the worker and the env), and the restart
+policy replaces it; with no restart left it is a ``WorkerTimeoutError``.
+Workers of the local backend run in the driver's own loop, where a hanging
+``env.step`` blocks everything: the timeout applies to worker processes.
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
+import warnings
 from collections.abc import Sequence
 from typing import Any
 
 from ..actors import ActorHandle
-from ..errors import ActorDiedError
+from ..errors import ActorDiedError, WorkerTimeoutError
 from .policy import FlatWeights
 
-__all__ = ["WorkerSet"]
+__all__ = ["WorkerSet", "WorkerTimeoutWarning"]
+
+
+class WorkerTimeoutWarning(RuntimeWarning):
+    """A worker did not answer in time and was killed (to be restarted if its policy allows)."""
 
 
 class WorkerSet:
-    def __init__(self, workers: Sequence[ActorHandle]) -> None:
+    """The rollout workers of a plan: calls with restarts and timeouts, and weight broadcasts."""
+
+    def __init__(
+        self, workers: Sequence[ActorHandle], *, sample_timeout_s: float | None = None, env: str = "the env"
+    ) -> None:
         self.workers = list(workers)
         self.latest_weights: FlatWeights | dict[str, FlatWeights] | None = None
         self.restarted = 0
+        self.timeouts = 0
+        self.sample_timeout_s = sample_timeout_s
+        self.env = env
         self._restarts_seen: dict[str, int] = {}
+        self._killed: set[tuple[str, int]] = set()
 
     def __len__(self) -> int:
         return len(self.workers)
 
-    async def call(self, worker: ActorHandle, method: str, *args: Any) -> Any:
-        """Call ``method``; a worker that was restarted first gets the latest weights."""
+    async def call(self, worker: ActorHandle, method: str, *args: Any, timeout: float | None = None) -> Any:
+        """Call ``method``; a worker that was restarted first gets the latest weights.
+
+        With ``timeout`` (seconds), a worker process that has not answered by then is
+        killed; the call is retried once the restart policy has replaced it.
+        """
         while True:
             await self._resync(worker)
+            incarnation = (worker.name, worker.restarts)
             try:
-                return await worker.call(method, *args)
+                if timeout is None or worker.pid in (None, os.getpid()):  # in-process actors cannot be killed
+                    return await worker.call(method, *args)
+                return await asyncio.wait_for(worker.call(method, *args), timeout)
+            except TimeoutError:
+                assert timeout is not None
+                # Several calls may wait on one hung process (num_async): the first to time
+                # out kills it; the others find it killed and only wait for its successor.
+                if incarnation not in self._killed:
+                    self._killed.add(incarnation)
+                    await self._kill_late(worker, method, timeout)
+                if not worker.alive:
+                    raise WorkerTimeoutError(
+                        worker.name,
+                        f"{method}() on {self.env} took over {timeout:g} s (sample_timeout_s), "
+                        f"and it has no restart left ({worker.restarts} of {worker.max_restarts} used)",
+                    ) from None
+                await worker.drain()  # wait for the new process, then resync and retry
             except ActorDiedError:
                 if not worker.alive:
                     raise  # no restart left: the plan fails loudly
                 await worker.drain()  # wait for the new process, then resync and retry
+
+    def sample(self, worker: ActorHandle, method: str = "sample") -> Any:
+        """``call`` a sampling method with the set's ``sample_timeout_s``."""
+        return self.call(worker, method, timeout=self.sample_timeout_s)
+
+    async def _kill_late(self, worker: ActorHandle, method: str, timeout: float) -> None:
+        self.timeouts += 1
+        restart = "it will be restarted" if worker.restarts < worker.max_restarts else "it has no restart left"
+        warnings.warn(
+            f"worker {worker.name!r} (pid {worker.pid}) did not answer {method}() on {self.env} within "
+            f"{timeout:g} s (sample_timeout_s): killed; {restart}",
+            WorkerTimeoutWarning,
+            stacklevel=3,
+        )
+        await worker.kill()
 
     async def _resync(self, worker: ActorHandle) -> None:
         if worker.restarts == self._restarts_seen.get(worker.name, 0):
