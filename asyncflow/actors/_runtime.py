@@ -14,6 +14,8 @@ import atexit
 import importlib.util
 import itertools
 import multiprocessing
+import multiprocessing.forkserver
+import signal
 import threading
 import weakref
 from collections.abc import AsyncIterator, Callable, Sequence
@@ -26,6 +28,7 @@ from ._handle import ActorHandle, Transport
 from ._launch import ActorProcess
 from ._local import LocalTransport
 from ._process import ProcessOptions, ProcessTransport
+from ._ring import sweep_stale_segments
 from ._serialize import dumps_by_value
 
 __all__ = ["Runtime", "RuntimeStatistics", "open_runtime", "start_fork_server"]
@@ -98,6 +101,7 @@ class Runtime:
     async def __aenter__(self) -> Runtime:
         if self.backend == "process":
             _live_runtimes.add(self)
+            sweep_stale_segments()  # what drivers killed with -9 left in /dev/shm
             if self._options.start_method == "forkserver":
                 ctx = multiprocessing.get_context("forkserver")
                 ctx.set_forkserver_preload(self._preload)
@@ -225,6 +229,16 @@ def start_fork_server(preload: Sequence[str] | None = None) -> None:
     multiprocessing.get_context("forkserver").set_forkserver_preload(
         list(default_preload() if preload is None else preload)
     )
+    if threading.current_thread() is threading.main_thread():
+        # Started with SIGINT ignored (the disposition survives exec), the server
+        # and its children stay quiet on a Ctrl-C: the driver stops them itself.
+        # Otherwise a Ctrl-C while the server imports torch printed its own
+        # KeyboardInterrupt traceback among the driver's.
+        previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+        try:
+            multiprocessing.forkserver.ensure_running()
+        finally:
+            signal.signal(signal.SIGINT, previous)
     threading.Thread(target=_warm_forkserver, name="asyncflow-forkserver-warmup", daemon=True).start()
 
 
