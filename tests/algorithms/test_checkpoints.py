@@ -187,3 +187,70 @@ async def test_every_kind_of_learner_round_trips(tmp_path: Path, name: str) -> N
             np.testing.assert_array_equal(a, b)
         after = await _iterations(restored, 1)
     assert after[0]["training_iteration"] == 3
+
+
+def _overwrite(path: Path, needle: bytes, out: Path) -> Path:
+    """A copy of ``path`` with 64 bytes overwritten where ``needle`` starts."""
+    data = bytearray(path.read_bytes())
+    at = data.find(needle)
+    assert at > 0, "the bytes to damage are not in the file"
+    data[at : at + 64] = bytes(64)
+    out.write_bytes(bytes(data))
+    return out
+
+
+async def test_a_checkpoint_damaged_in_place_is_a_checksum_mismatch(tmp_path: Path) -> None:
+    """64 bytes overwritten in the weights, the optimizer moments or a worker's state used to
+    load and evaluate without a word."""
+    async with PPO(PPOConfig(**PPO_LOCAL)) as algo:
+        await _iterations(algo, 1)
+        good = await algo.save(tmp_path / "good.ckpt")
+        weights = algo.learner.get_weights().vector.tobytes()
+        moments = algo.learner.optimizer.exp_avg[0].numpy().tobytes()
+        worker_state = await algo.workers.workers[0].get_state()
+    for name, needle in [
+        ("weights", weights),
+        ("moments", moments),
+        ("worker", worker_state[len(worker_state) // 2 :]),
+    ]:
+        damaged = _overwrite(good, needle[:64], tmp_path / f"{name}.ckpt")
+        with pytest.raises(CheckpointError, match="checksum mismatch"):
+            PPO.restore(damaged)
+        with pytest.raises(CheckpointError, match="checksum mismatch"):
+            from asyncflow.evaluate import evaluate
+
+            evaluate(damaged, episodes=1)
+    assert isinstance(PPO.restore(good), PPO)
+
+
+def test_a_sound_checkpoint_whose_env_module_is_missing_says_so(tmp_path: Path) -> None:
+    """Not "damaged": users delete damaged files."""
+    from asyncflow import CheckpointImportError
+
+    module_dir = tmp_path / "mods"
+    module_dir.mkdir()
+    (module_dir / "my_gone_envs.py").write_text(
+        "import gymnasium as gym\ndef make():\n    return gym.make('CartPole-v1')\n"
+    )
+    script = textwrap.dedent(
+        f"""
+        import asyncio, sys
+        sys.path.insert(0, {str(module_dir)!r})
+        import my_gone_envs
+        from asyncflow.algorithms import PPO, PPOConfig
+
+        async def main():
+            async with PPO(PPOConfig(env=my_gone_envs.make, num_workers=0)) as algo:
+                await algo.save({str(tmp_path / "ok.ckpt")!r})
+
+        asyncio.run(main())
+        """
+    )
+    subprocess.run([sys.executable, "-c", script], check=True, timeout=120)
+    with pytest.raises(CheckpointImportError, match="sound checkpoint, but it needs module 'my_gone_envs'") as caught:
+        read_checkpoint(tmp_path / "ok.ckpt")
+    assert caught.value.module == "my_gone_envs"
+    out = subprocess.run([sys.executable, "-m", "asyncflow.cli", "evaluate", str(tmp_path / "ok.ckpt")],
+                         capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert out.returncode == 2 and out.stderr.count("\n") == 1, out.stderr
+    assert "needs module 'my_gone_envs'" in out.stderr and "damaged" not in out.stderr
