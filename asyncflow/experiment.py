@@ -20,6 +20,8 @@ from __future__ import annotations
 import csv
 import json
 import math
+import os
+import re
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -30,7 +32,16 @@ from typing import Any, TextIO
 from .algorithms import Algorithm
 from .errors import ConfigError
 
-__all__ = ["CSV_FIELDS", "Progress", "RunLogger", "Stop", "latest_checkpoint", "make_run_dir", "run_experiment"]
+__all__ = [
+    "CSV_FIELDS",
+    "Progress",
+    "RunLogger",
+    "Stop",
+    "latest_checkpoint",
+    "make_run_dir",
+    "run_experiment",
+    "truncate_logs",
+]
 
 CSV_FIELDS = [
     "training_iteration",
@@ -80,13 +91,17 @@ class Stop:
 def make_run_dir(logdir: Path, algo: str, env: str) -> Path:
     """A new, empty folder ``LOGDIR/ALGO_ENV_YYYYmmdd-HHMMSS`` (suffixed if taken)."""
     stamp = time.strftime("%Y%m%d-%H%M%S")
-    base = logdir / f"{algo}_{env.replace('/', '-')}_{stamp}"
+    env = re.sub(r"[^A-Za-z0-9._-]+", "-", env)[:80]  # a folder name: no slashes, and not too long
+    base = logdir / f"{algo}_{env}_{stamp}"
+    logdir.mkdir(parents=True, exist_ok=True)
     path, n = base, 1
-    while path.exists():
-        n += 1
-        path = Path(f"{base}_{n}")
-    path.mkdir(parents=True)
-    return path
+    while True:  # mkdir is the atomic claim: two runs started at once get two folders
+        try:
+            path.mkdir()
+            return path
+        except FileExistsError:
+            n += 1
+            path = Path(f"{base}_{n}")
 
 
 def latest_checkpoint(run_dir: Path) -> Path:
@@ -115,10 +130,51 @@ def _numbers(result: dict[str, Any], prefix: str = "") -> Iterator[tuple[str, fl
             yield f"{prefix}{key}", float(value)
 
 
+def _iteration_of(line: str) -> int | None:
+    try:
+        return int(json.loads(line)["training_iteration"])
+    except (ValueError, KeyError, TypeError):
+        return None  # a line cut short by a kill
+
+
+def truncate_logs(run_dir: Path, iteration: int) -> None:
+    """Drop what a run logged after ``iteration`` (and lines cut short): a resumed run goes on
+    from its checkpoint, so iterations the killed run logged after it would come twice.
+    Also removes the temporary files of checkpoints that were being written when it died."""
+    csv_path, jsonl_path = run_dir / "progress.csv", run_dir / "result.jsonl"
+    if csv_path.exists():
+        with open(csv_path, newline="") as f:
+            rows = list(csv.DictReader(f))
+        keep = [r for r in rows if (r.get("training_iteration") or "").isdigit()
+                and int(r["training_iteration"]) <= iteration and None not in r]  # fmt: skip
+        _rewrite(csv_path, lambda f: _write_csv(f, keep))
+    if jsonl_path.exists():
+        lines = jsonl_path.read_text().splitlines()
+        keep_lines = [ln for ln in lines if (i := _iteration_of(ln)) is not None and i <= iteration]
+        _rewrite(jsonl_path, lambda f: f.write("".join(ln + "\n" for ln in keep_lines)))
+    for stale in (run_dir / "checkpoints").glob(".*.tmp-*"):
+        stale.unlink(missing_ok=True)
+
+
+def _write_csv(f: TextIO, rows: list[dict[str, str]]) -> None:
+    writer = csv.DictWriter(f, fieldnames=CSV_FIELDS, extrasaction="ignore")
+    writer.writeheader()
+    writer.writerows(rows)
+
+
+def _rewrite(path: Path, write: Callable[[TextIO], object]) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    with open(tmp, "w", newline="") as f:
+        write(f)
+    os.replace(tmp, path)
+
+
 class RunLogger:
     """Writes one iteration at a time to progress.csv, result.jsonl and TensorBoard."""
 
-    def __init__(self, run_dir: Path, *, append: bool = False, tensorboard: bool = False) -> None:
+    def __init__(
+        self, run_dir: Path, *, append: bool = False, tensorboard: bool = False, purge_step: int | None = None
+    ) -> None:
         self.run_dir = run_dir
         new_csv = not append or not (run_dir / "progress.csv").exists()
         self._csv_file = open(run_dir / "progress.csv", "w" if new_csv else "a", newline="")  # noqa: SIM115
@@ -132,7 +188,7 @@ class RunLogger:
                 from torch.utils.tensorboard import SummaryWriter
             except ImportError as exc:
                 raise ConfigError("--tensorboard needs the tensorboard package (pip install tensorboard)") from exc
-            self._tb = SummaryWriter(str(run_dir / "tensorboard"))
+            self._tb = SummaryWriter(str(run_dir / "tensorboard"), purge_step=purge_step)
 
     def log(self, result: dict[str, Any]) -> None:
         """Append one iteration to every log."""
@@ -210,13 +266,17 @@ async def run_experiment(
     if not resume:
         (run_dir / "params.json").write_text(json.dumps(algo.config.to_dict(), indent=2, default=str) + "\n")
     last: dict[str, Any] | None = None
-    logger = RunLogger(run_dir, append=resume, tensorboard=tensorboard)
 
     async def checkpoint(result: dict[str, Any]) -> None:
         await algo.save(run_dir / "checkpoints" / f"checkpoint_{result['training_iteration']:06d}.ckpt")
 
-    try:
-        async with algo:
+    async with algo:
+        purge_step = None
+        if resume:  # the checkpoint's state is loaded now: forget what was logged after it
+            truncate_logs(run_dir, algo.ctx.iteration)
+            purge_step = algo.ctx.env_steps_sampled + 1
+        logger = RunLogger(run_dir, append=resume, tensorboard=tensorboard, purge_step=purge_step)
+        try:
             async for result in algo.train():
                 last = result
                 logger.log(result)
@@ -227,6 +287,6 @@ async def run_experiment(
                     await checkpoint(result)
                 if reason is not None:
                     return last, reason
-    finally:
-        logger.close()
+        finally:
+            logger.close()
     return last, "the plan ended"

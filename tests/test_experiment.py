@@ -3,11 +3,14 @@ checkpoint/resume, evaluation with video, and plots, all from real runs."""
 
 from __future__ import annotations
 
+import csv
 import io
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -145,3 +148,60 @@ def test_resume_needs_checkpoints_and_no_new_config(tmp_path: Path) -> None:
     assert out.returncode == 2 and "has no checkpoints" in out.stderr
     out = _cli("train", "ppo", "--resume", str(tmp_path), cwd=tmp_path)
     assert out.returncode == 2 and "saved config" in out.stderr
+
+
+@pytest.mark.timeout(240)
+def test_resuming_after_kill_9_logs_each_iteration_once_and_leaves_no_temporary_files(tmp_path: Path) -> None:
+    import signal
+    import time
+
+    cmd = [sys.executable, "-m", "asyncflow.cli", "train", "ppo", *QUICK, "--stop-timesteps", "1000000",
+           "--checkpoint-every", "1", "--logdir", "runs"]  # fmt: skip
+    progress = None
+    with subprocess.Popen(cmd, cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                          start_new_session=True) as proc:  # fmt: skip
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:  # wait (on the files, not a guess) until it has logged 4 iterations
+            found = list((tmp_path / "runs").glob("*/progress.csv"))
+            if found and len(found[0].read_text().splitlines()) >= 5:
+                progress = found[0]
+                break
+            time.sleep(0.1)
+        os.killpg(proc.pid, signal.SIGKILL)  # the driver and its workers, mid-run
+        _, err = proc.communicate(timeout=30)
+    assert progress is not None, err
+    run = progress.parent
+    # What a kill leaves behind at worst: a line cut short, and half a checkpoint.
+    with open(run / "result.jsonl", "a") as f:
+        f.write('{"training_iteration": 99, "num_env')
+    (run / "checkpoints" / ".checkpoint_000099.ckpt.tmp-4242").write_bytes(b"half")
+    out = _cli("train", "--resume", str(run), "--stop-timesteps", "3000", cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    with open(progress, newline="") as f:
+        iterations = [int(r["training_iteration"]) for r in csv.DictReader(f)]
+    assert iterations == list(range(1, len(iterations) + 1)) and len(iterations) >= 12
+    results = [json.loads(line) for line in (run / "result.jsonl").read_text().splitlines()]
+    assert [r["training_iteration"] for r in results] == iterations
+    assert [p.name for p in (run / "checkpoints").iterdir() if p.name.startswith(".")] == []
+
+
+def _claim_run_dir(barrier: Any, logdir: str, out: Any) -> None:
+    barrier.wait()  # every process calls make_run_dir at the same moment
+    out.put(str(make_run_dir(Path(logdir), "ppo", "CartPole-v1")))
+
+
+def test_runs_started_at_the_same_moment_get_their_own_folders(tmp_path: Path) -> None:
+    import multiprocessing
+
+    ctx = multiprocessing.get_context("forkserver")
+    for _ in range(5):
+        barrier, out = ctx.Barrier(6), ctx.Queue()
+        procs = [ctx.Process(target=_claim_run_dir, args=(barrier, str(tmp_path), out)) for _ in range(6)]
+        for proc in procs:
+            proc.start()
+        claimed = [out.get(timeout=60) for _ in procs]
+        for proc in procs:
+            proc.join(timeout=60)
+            assert proc.exitcode == 0
+        assert len(set(claimed)) == 6
+    assert len(list(tmp_path.iterdir())) == 30

@@ -60,6 +60,16 @@ class FlowContext:
         """Add ``n`` to a counter."""
         self.counters[counter] = self.counters.get(counter, 0) + n
 
+    @property
+    def iteration(self) -> int:
+        """Results reported so far (the last ``training_iteration``)."""
+        return self.get(TRAINING_ITERATION)
+
+    @property
+    def env_steps_sampled(self) -> int:
+        """Env steps sampled so far."""
+        return self.get(NUM_ENV_STEPS_SAMPLED)
+
     def get(self, counter: str) -> int:
         """A counter's value (0 if it was never added to)."""
         return self.counters.get(counter, 0)
