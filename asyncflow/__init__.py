@@ -1,6 +1,12 @@
-"""asyncflow: distributed reinforcement learning as asyncio dataflow."""
+"""asyncflow: distributed reinforcement learning as asyncio dataflow.
 
-from .actors import ActorHandle, Runtime, RuntimeStatistics, open_runtime
+The actor layer's names load on first use (PEP 562), so that ``import
+asyncflow.cli`` costs only the standard library: the command line can then
+answer a Ctrl-C or bad input in one line even while numpy and torch load.
+"""
+
+from typing import TYPE_CHECKING, Any
+
 from .errors import (
     ActorDiedError,
     ActorError,
@@ -19,7 +25,21 @@ from .errors import (
     WorkerTimeoutError,
 )
 
+if TYPE_CHECKING:
+    from .actors import ActorHandle, Runtime, RuntimeStatistics, open_runtime
+
 __version__ = "0.1.0"
+
+_LAZY = {"ActorHandle", "Runtime", "RuntimeStatistics", "open_runtime"}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        from . import actors
+
+        return getattr(actors, name)
+    raise AttributeError(f"module 'asyncflow' has no attribute {name!r}")
+
 
 __all__ = [
     "ActorDiedError",

@@ -15,11 +15,12 @@ import asyncio
 import json
 import math
 import os
+import re
 import sys
 from pathlib import Path
 from typing import Any
 
-from .errors import AsyncflowError, ConfigError
+from .errors import AsyncflowError, ConfigError, RemoteTraceback
 
 __all__ = ["main"]
 
@@ -36,23 +37,6 @@ def _parse_sets(pairs: list[str]) -> dict[str, Any]:
             value = raw
         out[key.strip().replace("-", "_")] = value
     return out
-
-
-def _resolve_env(spec: str) -> Any:
-    """``module:function`` names a callable that builds the env; anything else is a gymnasium id."""
-    if ":" not in spec or spec.count(":") != 1 or "/" in spec:
-        return spec
-    module_name, attr = spec.split(":")
-    import importlib
-
-    try:
-        module = importlib.import_module(module_name)
-    except ImportError:
-        return spec  # not a module: let gymnasium judge the id (it has its own "ns/Name" ids)
-    try:
-        return getattr(module, attr)
-    except AttributeError:
-        raise ConfigError(f"env: module {module_name!r} has no {attr!r}") from None
 
 
 def _build_parser() -> argparse.ArgumentParser:
@@ -98,20 +82,22 @@ def _fmt(x: float) -> str:
 
 
 def _make_config(cls: Any, args: argparse.Namespace) -> Any:
+    from .rl.env import resolve_env
+
     fields: dict[str, Any] = {}
     if args.config is not None:
         from .config_file import load_config_file
 
         from_file = load_config_file(args.config)
         if isinstance(from_file.get("env"), str):
-            from_file["env"] = _resolve_env(from_file["env"])
+            from_file["env"] = resolve_env(from_file["env"])
         try:
             cls.config_class(**from_file)
         except ConfigError as exc:
             raise ConfigError(f"{args.config}: {exc}") from None
         fields.update(from_file)
     if args.env is not None:
-        fields["env"] = _resolve_env(args.env)
+        fields["env"] = resolve_env(args.env)
     if args.num_workers is not None:
         fields["num_workers"] = args.num_workers
     if args.seed is not None:
@@ -186,17 +172,56 @@ def _plot(args: argparse.Namespace) -> int:
     return 0
 
 
+_OUR_FILES = os.path.dirname(os.path.abspath(__file__))
+_FRAME = re.compile(r'File "([^"]+)", line (\d+), in (\S+)')
+
+
+def _where(exc: BaseException) -> str:
+    """Where an exception came from in the user's code: the innermost frame outside asyncflow,
+    the standard library and installed packages, from the remote traceback if it travelled."""
+    frames: list[tuple[str, str, str]] = []
+    cause = exc.__cause__
+    if isinstance(cause, RemoteTraceback):
+        frames = _FRAME.findall(cause.tb)
+    else:
+        tb = exc.__traceback__
+        while tb is not None:
+            code = tb.tb_frame.f_code
+            frames.append((code.co_filename, str(tb.tb_lineno), code.co_name))
+            tb = tb.tb_next
+    library = (_OUR_FILES, sys.prefix, sys.base_prefix, "<frozen")
+    for filename, line, function in reversed(frames):
+        if not os.path.abspath(filename).startswith(library):
+            return f" (in {function}, {os.path.basename(filename)}:{line})"
+    return ""
+
+
+def _one_line(exc: BaseException) -> str:
+    """An error as the command line reports it: one line (--debug shows the traceback)."""
+    if isinstance(exc, AsyncflowError):
+        return f"asyncflow: error: {exc}"
+    if isinstance(exc, OSError) and exc.strerror:
+        where = f": {exc.filename}" if exc.filename else ""
+        return f"asyncflow: error: {exc.strerror}{where}"
+    first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+    return f"asyncflow: error: {type(exc).__name__}: {first}{_where(exc)}; --debug shows the whole traceback"
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = _build_parser()
-    args = parser.parse_args(argv)
-    args.warm_fork_server = argv is None  # run from the shell: start it as early as input allows
-    commands = {"train": _train, "evaluate": _evaluate, "plot": _plot}
+    debug = "--debug" in (sys.argv[1:] if argv is None else argv)
     try:
+        parser = _build_parser()
+        args = parser.parse_args(argv)
+        args.warm_fork_server = argv is None  # run from the shell: start it as early as input allows
+        commands = {"train": _train, "evaluate": _evaluate, "plot": _plot}
         code = commands[args.command](args)
-    except AsyncflowError as exc:
-        if args.debug:
+    except KeyboardInterrupt:  # before training started (imports, checks): nothing to clean up
+        print("\nasyncflow: interrupted", file=sys.stderr)
+        return 130
+    except Exception as exc:
+        if debug:
             raise
-        print(f"asyncflow: error: {exc}", file=sys.stderr)
+        print(_one_line(exc), file=sys.stderr)
         return 2
     if argv is None:
         # Run from the shell and finished: every worker is stopped and every file

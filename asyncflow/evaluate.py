@@ -99,6 +99,8 @@ def evaluate(
     algo, policy = load_policy(checkpoint)
     if video is not None:
         _imageio()  # checked before the episodes are run, not after
+        with open(video, "wb"):  # and that the file can be written at all (read-only folder: an OSError now)
+            pass
     env = _render_env(algo.config.env) if video is not None else make_env(algo.config.env)
     returns: list[float] = []
     lengths: list[int] = []

@@ -10,7 +10,7 @@ import gymnasium as gym
 
 from ..errors import ConfigError
 
-__all__ = ["EnvSpec", "import_attribute", "make_env", "probe_spaces"]
+__all__ = ["EnvSpec", "import_attribute", "make_env", "probe_spaces", "resolve_env"]
 
 EnvSpec = str | Callable[[], gym.Env[Any, Any]]
 
@@ -18,6 +18,8 @@ EnvSpec = str | Callable[[], gym.Env[Any, Any]]
 def make_env(spec: EnvSpec) -> gym.Env[Any, Any]:
     """Build a gymnasium env from an id or a callable; ConfigError if it cannot be built."""
     if isinstance(spec, str):
+        if ":" in spec and "/" not in spec.partition(":")[0]:
+            _import(spec.partition(":")[0], "env")  # gymnasium's module:EnvId; a failing import is one line
         try:
             return gym.make(spec)
         except gym.error.Error as exc:
@@ -39,16 +41,45 @@ def probe_spaces(spec: EnvSpec) -> tuple[gym.Space[Any], gym.Space[Any]]:
         env.close()
 
 
+def _import(module_name: str, field: str) -> Any:
+    """Import ``module_name``; every way that can fail is a one-line ConfigError naming ``field``."""
+    try:
+        return importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        if exc.name is not None and module_name.startswith(exc.name):
+            raise ConfigError(f"{field}: no module {module_name!r} on the Python path (run from its folder, "
+                              "or add it to PYTHONPATH)") from None  # fmt: skip
+        raise ConfigError(f"{field}: importing {module_name!r} failed: {type(exc).__name__}: {exc}") from exc
+    except OSError as exc:  # a name longer than the file system takes (ENAMETOOLONG), ...
+        raise ConfigError(f"{field}: cannot import module {module_name[:60]!r}...: {exc.strerror or exc}") from None
+    except Exception as exc:
+        raise ConfigError(f"{field}: importing {module_name!r} failed: {type(exc).__name__}: {exc}") from exc
+
+
 def import_attribute(spec: str, field: str) -> Any:
     """The object ``"package.module:name"`` names; ConfigError naming ``field`` if it cannot be imported."""
     module_name, sep, attr = spec.partition(":")
     if not sep or not module_name or not attr:
         raise ConfigError(f"{field}: expected 'module:name', got {spec!r}")
-    try:
-        module = importlib.import_module(module_name)
-    except ImportError as exc:
-        raise ConfigError(f"{field}: cannot import module {module_name!r} ({exc})") from None
+    module = _import(module_name, field)
     try:
         return getattr(module, attr)
     except AttributeError:
         raise ConfigError(f"{field}: module {module_name!r} has no {attr!r}") from None
+
+
+def resolve_env(spec: str) -> EnvSpec:
+    """An env as the command line and config files name it: a gymnasium id (``CartPole-v1``,
+    ``ALE/Pong-v5``), ``module:function`` (a callable that builds the env), or gymnasium's
+    own ``module:EnvId`` (the module registers the id when imported)."""
+    module_name, sep, attr = spec.partition(":")
+    if not sep or not module_name or not attr or "/" in module_name:
+        return spec
+    module = _import(module_name, "env")
+    found = getattr(module, attr, None)
+    if callable(found):
+        return found  # type: ignore[no-any-return]
+    if attr in gym.registry:
+        return spec  # gym.make imports the module again in each worker, then makes the id
+    raise ConfigError(f"env: module {module_name!r} has no {attr!r} (neither a function that builds an env "
+                      "nor an env id it registers)")  # fmt: skip

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import csv
 import json
+import os
 import subprocess
 import sys
+import textwrap
 from pathlib import Path
+from typing import Any
 
 import gymnasium as gym
 import pytest
@@ -162,3 +165,152 @@ def test_cli_ctrl_c_stops_cleanly_and_says_where_results_are(tmp_path: Path) -> 
     with open(run / "progress.csv") as f:
         assert len(list(csv.DictReader(f))) >= 2
     assert os.path.exists(run / "params.json")
+
+
+def _one_line_error(out: subprocess.CompletedProcess[str]) -> str:
+    assert out.returncode == 2, (out.returncode, out.stderr)
+    assert out.stderr.count("\n") == 1 and "Traceback" not in out.stderr, out.stderr
+    return out.stderr.strip()
+
+
+def test_bad_env_modules_are_one_line_errors(tmp_path: Path) -> None:
+    (tmp_path / "broken_envs.py").write_text("raise RuntimeError('this module is broken')\n")
+    (tmp_path / "raising_envs.py").write_text(textwrap.dedent(
+        """
+        import gymnasium as gym
+
+        class Raises(gym.Wrapper):
+            def __init__(self):
+                super().__init__(gym.make("CartPole-v1"))
+                self.n = 0
+
+            def step(self, action):
+                self.n += 1
+                if self.n == 30:
+                    raise ValueError(f"bad action {action} at step {self.n}")
+                return self.env.step(action)
+
+        def raises():
+            return Raises()
+
+        def fails_to_build():
+            raise KeyError("no such level")
+        """
+    ))  # fmt: skip
+    cases = {
+        "x" * 300 + ":make": "env: no module 'xxx",
+        "no_such_module_here:make": "env: no module 'no_such_module_here' on the Python path",
+        "broken_envs:make": "env: importing 'broken_envs' failed: RuntimeError: this module is broken",
+        "raising_envs:fails_to_build": "KeyError: 'no such level' (in fails_to_build, raising_envs.py:19)",
+        "raising_envs:raises": "ValueError: bad action",
+    }
+    for env, expected in cases.items():
+        args = ["train", "ppo", "--env", env, "--num-workers", "1", "--stop-timesteps", "5000", "--logdir", "runs"]
+        line = _one_line_error(_cli(*args, cwd=tmp_path))
+        assert expected in line, line
+        if env == "raising_envs:raises":  # raised in a worker: the env's own frame, from the remote traceback
+            assert "(in step, raising_envs.py:12)" in line and "--debug" in line, line
+    debug = _cli("train", "ppo", "--env", "broken_envs:make", "--debug", cwd=tmp_path)
+    assert debug.returncode != 0 and "Traceback" in debug.stderr
+
+
+def test_a_300_character_env_function_name_still_gets_a_run_folder(tmp_path: Path) -> None:
+    name = "make_" + "x" * 295
+    (tmp_path / "long_envs.py").write_text(
+        f"import gymnasium as gym\n\ndef {name}():\n    return gym.make('CartPole-v1')\n"
+    )
+    out = _cli("train", "ppo", "--env", f"long_envs:{name}", "--num-workers", "1", "--stop-timesteps", "300",
+               "--logdir", "runs", cwd=tmp_path)  # fmt: skip
+    assert out.returncode == 0, out.stderr  # the folder name is cut short, not ENAMETOOLONG
+    (run,) = (tmp_path / "runs").iterdir()
+    assert run.name.startswith("ppo_make_xxx") and len(run.name) < 120
+
+
+def test_gymnasiums_own_module_colon_env_id_form_is_accepted(tmp_path: Path) -> None:
+    (tmp_path / "my_registry.py").write_text(
+        "import gymnasium as gym\n\ngym.register('MyShortPole-v0', entry_point='gymnasium.envs.classic_control:"
+        "CartPoleEnv', max_episode_steps=40)\n"
+    )
+    out = _cli("train", "ppo", "--env", "my_registry:MyShortPole-v0", "--num-workers", "1", "--stop-timesteps",
+               "1000", "--logdir", "runs", cwd=tmp_path)  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    assert "training ppo on my_registry:MyShortPole-v0" in out.stdout
+    out = _cli("train", "ppo", "--env", "my_registry:NotRegistered-v0", cwd=tmp_path)
+    assert "module 'my_registry' has no 'NotRegistered-v0'" in _one_line_error(out)
+
+
+def _private_read_only(directory: Path) -> list[str] | None:
+    """A command prefix that runs in a mount namespace where ``directory`` is read-only (root only)."""
+    import shutil
+
+    if shutil.which("unshare") is None:
+        return None
+    mount = f"mount --bind {directory} {directory} && mount -o remount,ro,bind {directory}"
+    probe = subprocess.run(["unshare", "-m", "sh", "-c", f"{mount} && ! touch {directory}/probe"],
+                           capture_output=True, timeout=30)  # fmt: skip
+    # cd after the mount: a working directory entered before it is the writable one beneath.
+    return (
+        ["unshare", "-m", "sh", "-c", f'{mount} && cd {directory} && exec "$0" "$@"'] if probe.returncode == 0 else None
+    )
+
+
+def test_a_read_only_working_directory_is_a_one_line_error(tmp_path: Path) -> None:
+    out = _cli(
+        "train", "ppo", *["--num-workers", "1", "--stop-timesteps", "300", "--checkpoint-every", "1"], cwd=tmp_path
+    )
+    assert out.returncode == 0, out.stderr
+    (run,) = (tmp_path / "runs").iterdir()
+    checkpoint = next((run / "checkpoints").iterdir())
+    read_only = tmp_path / "ro"
+    read_only.mkdir()
+    prefix = _private_read_only(read_only)
+    if prefix is None:
+        pytest.skip("needs unshare and root to make a read-only bind mount")
+    for args in (["train", "ppo", "--stop-timesteps", "300"],
+                 ["evaluate", str(checkpoint), "--episodes", "1", "--video", "ep.gif"],
+                 ["plot", str(run), "-o", "curve.png"]):  # fmt: skip
+        out = subprocess.run([*prefix, sys.executable, "-m", "asyncflow.cli", *args], cwd=read_only,
+                             capture_output=True, text=True, timeout=120)  # fmt: skip
+        line = _one_line_error(out)
+        assert "Read-only file system" in line, line
+
+
+def _torch_loading(pid: int) -> bool:
+    with open(f"/proc/{pid}/maps") as f:
+        return "libtorch" in f.read()
+
+
+def _fork_server_started(pid: int) -> bool:
+    for child in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{child}/stat") as f:
+                parent = int(f.read().rsplit(")", 1)[1].split()[1])
+            with open(f"/proc/{child}/cmdline") as f:
+                cmdline = f.read()
+        except OSError:
+            continue
+        if parent == pid and "forkserver" in cmdline:
+            return True
+    return False
+
+
+@pytest.mark.timeout(180)
+@pytest.mark.parametrize("phase", [_torch_loading, _fork_server_started], ids=["importing_torch", "fork_server_up"])
+def test_ctrl_c_in_the_first_seconds_is_one_quiet_line(tmp_path: Path, phase: Any) -> None:
+    """SIGINT to the whole process group, as a terminal's Ctrl-C, at a given phase of the start
+    (watched in /proc, not guessed with a sleep): the driver, the fork server and the workers
+    (whichever exist by then) all get it; only the driver speaks, in one line."""
+    import signal
+    import time
+
+    with subprocess.Popen([sys.executable, "-m", "asyncflow.cli", "train", "ppo", "--logdir", "runs"], cwd=tmp_path,
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                          start_new_session=True) as proc:  # fmt: skip
+        deadline = time.monotonic() + 120
+        while not phase(proc.pid) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        os.killpg(proc.pid, signal.SIGINT)
+        _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err
+    assert "Traceback" not in err and "KeyboardInterrupt" not in err, err
+    assert err.strip().splitlines()[-1].startswith("asyncflow: interrupted"), err
