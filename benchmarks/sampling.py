@@ -10,9 +10,10 @@ frames (a synthetic env returning precomputed frames, so what is measured is
 the cost of moving frames, not of making them) with random actions and with
 the Nature CNN policy; for frames the table adds the MB/s that went through
 the shared-memory rings (``Runtime.statistics().bytes_moved``), and
-``AsyncVectorEnv`` runs with ``shared_memory=True``.
+``AsyncVectorEnv`` runs with ``shared_memory=True``. Last, what the env output
+checks (shape, dtype, NaN) cost: the one-process loop with them on and off.
 
-    python benchmarks/sampling.py [--seconds S] [--only cartpole|frames]
+    python benchmarks/sampling.py [--seconds S] [--only cartpole|frames|checks]
 
 At most 2 worker processes (this is a 2-core machine).
 """
@@ -42,8 +43,9 @@ ENV = "CartPole-v1"
 FRAGMENT = 64
 
 
-def single_process(env: Any, num_envs: int, seconds: float, policy: Any = None) -> float:
-    worker = RolloutWorker(env, num_envs=num_envs, rollout_fragment_length=FRAGMENT, policy_factory=policy)
+def single_process(env: Any, num_envs: int, seconds: float, policy: Any = None, check: bool = True) -> float:
+    worker = RolloutWorker(env, num_envs=num_envs, rollout_fragment_length=FRAGMENT, policy_factory=policy,
+                           check_env_output=check)  # fmt: skip
     worker.sample()
     steps, start = 0, time.perf_counter()
     while time.perf_counter() - start < seconds:
@@ -152,18 +154,46 @@ def frames(args: argparse.Namespace) -> None:
     )
 
 
+def checks(args: argparse.Namespace) -> None:
+    """What the env output checks cost. One worker samples with them on and off in turn,
+    call after call (adjacent calls see the same machine, which drifts by tens of percent
+    over minutes here), and the medians of the per-call times are compared."""
+    print(f"\n# cost of the env output checks, {ENV}, one process ({machine_line()})")
+    rows = []
+    for n in args.envs:
+        worker = RolloutWorker(ENV, num_envs=n, rollout_fragment_length=FRAGMENT)
+        checker = worker.checker
+        times: dict[bool, list[float]] = {True: [], False: []}
+        for _ in range(3):
+            worker.sample()  # warm-up
+        deadline = time.perf_counter() + 2 * args.seconds * args.repeats
+        while time.perf_counter() < deadline:
+            for on in (True, False):
+                worker.checker = checker if on else None
+                start = time.perf_counter()
+                worker.sample()
+                times[on].append(time.perf_counter() - start)
+        on_s, off_s = statistics.median(times[True]), statistics.median(times[False])
+        steps = n * FRAGMENT
+        rows.append([n, len(times[True]), steps / off_s, steps / on_s, f"{100 * (on_s - off_s) / off_s:+.1f}%"])
+    print_table("env steps/s, medians of per-sample() times, checks on and off in turn",
+                ["envs", "samples each", "checks off", "checks on (default)", "cost"], rows)  # fmt: skip
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--seconds", type=float, default=3.0, help="measuring time per run")
     parser.add_argument("--repeats", type=int, default=3, help="interleaved runs per figure (median shown)")
     parser.add_argument("--envs", type=int, nargs="+", default=[1, 8, 32], help="CartPole num_envs_per_worker values")
     parser.add_argument("--frame-envs", type=int, default=8, help="num_envs_per_worker for the frames rows")
-    parser.add_argument("--only", choices=["cartpole", "frames"], help="run one of the two workloads")
+    parser.add_argument("--only", choices=["cartpole", "frames", "checks"], help="run one part")
     args = parser.parse_args()
-    if args.only != "frames":
+    if args.only in (None, "cartpole"):
         cartpole(args)
-    if args.only != "cartpole":
+    if args.only in (None, "frames"):
         frames(args)
+    if args.only in (None, "checks"):
+        checks(args)
 
 
 if __name__ == "__main__":

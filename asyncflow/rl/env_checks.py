@@ -6,16 +6,21 @@ worker's buffer without a word (shape ``(1,)`` into ``(4,)``), a float into a
 ``EnvChecker`` turns each into an ``EnvOutputError`` that names the env, the
 worker, the sub-environment, the field and the step.
 
-The cost is kept off the per-env path: each observation gets a shape and
-dtype-kind test (a tuple compare and a dict lookup) before it is written;
-NaN and inf are looked for once per step, over the whole batch of
-observations and rewards, with one ``np.isfinite`` call each. Turn it off
+The cost is kept off the per-env path: each observation of an array space
+gets an inline type, shape and dtype test in the worker's loop before it is
+written (no call unless it fails); NaN and inf are looked for once per
+``sample()``, with one sum over each buffer (a NaN or inf anywhere makes the
+sum non-finite; only then are rows looked at, to name the lane and step).
+The batch never leaves the worker, so nothing trains on it. A first version
+that called a checker per env step and scanned every step cost 4-9% of
+CartPole sampling (``benchmarks/sampling.py --only checks``). Turn it off
 with ``check_env_output=False`` for an env you trust.
 """
 
 from __future__ import annotations
 
 import functools
+import math
 from collections.abc import Callable
 from typing import Any
 
@@ -73,7 +78,11 @@ def _leaf_check(space: gym.Space[Any]) -> Callable[[Any], str | None]:
 
 
 class EnvChecker:
-    """Checks one worker's observations and rewards against the observation space."""
+    """Checks one worker's observations and rewards against the observation space.
+
+    ``step`` in messages is the sub-env's (or agent's) own step count since the
+    worker started: it says which ``env.step`` call returned the bad output.
+    """
 
     def __init__(self, env: Any, space: gym.Space[Any], worker_index: int) -> None:
         self.where = f"env {env_name(env)!r} (worker {worker_index}"
@@ -81,10 +90,15 @@ class EnvChecker:
         self.flat = len(self.leaves) == 1 and self.leaves[0][0] == ""
         floats = [isinstance(s, gym.spaces.Box) and np.issubdtype(s.dtype, np.floating) for _, s in space_leaves(space)]
         self.float_leaves = [i for i, is_float in enumerate(floats) if is_float]
+        numeric = isinstance(space, gym.spaces.Box | gym.spaces.MultiDiscrete | gym.spaces.MultiBinary)
+        self.expected: tuple[tuple[int, ...], np.dtype[Any]] | None = (
+            (tuple(space.shape), np.dtype(space.dtype)) if numeric else None  # type: ignore[arg-type]
+        )
+        """For an array space: the (shape, dtype) that passes without a call (the worker tests it inline)."""
 
     def _fail(self, who: int | str, step: int, what: str) -> EnvOutputError:
         lane = f"sub-env {who}" if isinstance(who, int) else f"agent {who!r}"
-        return EnvOutputError(f"{self.where}, {lane}) returned {what} at step {step} of its episode; {OPT_OUT}")
+        return EnvOutputError(f"{self.where}, {lane}) returned {what} at its step {step}; {OPT_OUT}")
 
     def observation(self, obs: Any, who: int | str, step: int) -> None:
         """Raise EnvOutputError unless ``obs`` (one env's or agent's) fits the space's shapes
@@ -108,23 +122,25 @@ class EnvChecker:
             if not np.isfinite(leaves[i]).all():
                 raise self._fail(who, step, f"a NaN or inf in observation{self.leaves[i][0]}")
 
-    def finite_rewards(self, rewards: np.ndarray, steps: np.ndarray) -> None:
-        """Raise EnvOutputError for a NaN or inf among one step's rewards (one per lane);
-        ``steps`` are the lanes' episode steps."""
-        bad = ~np.isfinite(rewards)
-        if bad.any():
-            lane = int(np.flatnonzero(bad)[0])
-            raise self._fail(lane, int(steps[lane]), f"a reward of {rewards[lane]}")
+    def finite_steps(
+        self, first_step: np.ndarray, offset: int, rewards: np.ndarray | None = None, observations: Tree = None
+    ) -> None:
+        """Raise EnvOutputError for a NaN or inf in a sample's rewards or observations, arrays
+        shaped ``(T, lanes, ...)``: row ``t`` came from each lane's step ``first_step + t + offset``.
 
-    def finite_observations(self, obs: Tree, steps: np.ndarray, what: str = "observation") -> None:
-        """Raise EnvOutputError for a NaN or inf in a batch of observations (one per lane,
-        already written in the space's dtype)."""
-        if not self.float_leaves:
-            return
-        leaves = list(tree_leaves(obs))
-        for i in self.float_leaves:
-            x = leaves[i]
-            ok = np.isfinite(x.reshape(len(x), -1)).all(axis=1)
+        One sum per array (a NaN or inf anywhere makes it non-finite); only then is each
+        row looked at, to name the lane and the step.
+        """
+        named = [] if rewards is None else [("a reward", rewards)]
+        if observations is not None:
+            leaves = [observations] if self.flat else list(tree_leaves(observations))
+            named += [(f"a NaN or inf in observation{self.leaves[i][0]}", leaves[i]) for i in self.float_leaves]
+        for what, x in named:
+            if math.isfinite(x.sum()):
+                continue  # finite values only (a sum that overflows is looked at closely below)
+            ok = np.isfinite(x.reshape(x.shape[0], x.shape[1], -1)).all(axis=2)
             if not ok.all():
-                lane = int(np.flatnonzero(~ok)[0])
-                raise self._fail(lane, int(steps[lane]), f"a NaN or inf in {what}{self.leaves[i][0]}")
+                t, lane = (int(i) for i in np.argwhere(~ok)[0])
+                if what == "a reward":
+                    what = f"a reward of {x[t, lane]}"
+                raise self._fail(lane, int(first_step[lane]) + t + offset, what)

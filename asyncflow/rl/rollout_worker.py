@@ -71,6 +71,7 @@ class RolloutWorker:
             self.observation_space, self.envs[0].action_space, seed=base, worker_index=worker_index
         )
         self.checker = EnvChecker(env, self.observation_space, worker_index) if check_env_output else None
+        self.env_steps = np.zeros(num_envs, np.int64)  # each sub-env's steps so far (named in env errors)
         self.obs = tree_zeros(self.observation_space, (num_envs,))
         for i, e in enumerate(self.envs):
             first = e.reset(seed=base + i)[0]
@@ -78,13 +79,14 @@ class RolloutWorker:
                 self.checker.observation(first, i, 0)
             tree_assign(self.obs, i, first)
         self.episodes = EpisodeBook(worker_index, num_envs)
-        if self.checker is not None:
-            self.checker.finite_observations(self.obs, self.episodes.lengths)
 
     def sample(self) -> SampleBatch:
         """Collect ``rollout_fragment_length`` steps from each sub-environment."""
         n, steps = len(self.envs), self.fragment
         space, book, policy, check = self.observation_space, self.episodes, self.policy, self.checker
+        expected = check.expected if check is not None else None
+        shape, dtype = expected if expected is not None else ((), None)
+        first = self.env_steps
         obs_buf = tree_zeros(space, (steps, n))
         keeps_next = self.postprocessing.keeps_next_obs
         next_buf = tree_zeros(space, (steps, n)) if keeps_next else None
@@ -105,8 +107,10 @@ class RolloutWorker:
             ended: list[int] = []
             for i, env in enumerate(self.envs):
                 next_obs, reward, terminated, truncated, _ = env.step(env_action[i])
-                if check is not None:
-                    check.observation(next_obs, i, int(book.lengths[i]) + 1)
+                if check is not None and (
+                    type(next_obs) is not np.ndarray or next_obs.shape != shape or next_obs.dtype != dtype
+                ):  # inline: the usual observation costs no call
+                    check.observation(next_obs, i, int(first[i]) + t + 1)
                 rewards[t, i] = reward
                 if keeps_next:
                     tree_assign(next_buf, (t, i), next_obs)
@@ -118,15 +122,14 @@ class RolloutWorker:
                         truncations.append((t, i, tree_map(np.array, next_obs)))
                     next_obs, _ = env.reset()
                     if check is not None:
-                        check.observation(next_obs, i, 0)
+                        check.observation(next_obs, i, int(first[i]) + t + 1)
                 tree_assign(self.obs, i, next_obs)
             book.add(rewards[t])
-            if check is not None:
-                self._check_finite(check, t, rewards, next_buf, truncations)
             for i in ended:
                 book.end(i)
-            if check is not None:
-                check.finite_observations(self.obs, book.lengths)
+        if check is not None:
+            self._check_finite(check, obs_buf, rewards, next_buf, truncations)
+        self.env_steps = first + steps
         segment = Segment(obs_buf, np.stack(actions), rewards, dones, terminateds, logps, values, eps,
                           last_obs=self.obs, next_obs=next_buf, truncations=truncations)  # fmt: skip
         columns = self.postprocessing(segment, policy.values)
@@ -134,18 +137,18 @@ class RolloutWorker:
         return SampleBatch(columns, episode_returns=returns, episode_lengths=lengths)
 
     def _check_finite(
-        self, check: EnvChecker, t: int, rewards: np.ndarray, next_buf: Any, truncations: list[tuple[int, int, Any]]
+        self, check: EnvChecker, obs_buf: Any, rewards: np.ndarray, next_buf: Any, truncations: list[Any]
     ) -> None:
-        """NaN and inf in step ``t``'s rewards and in the observations that end episodes
-        (the others are checked in ``self.obs``, together with the reset ones)."""
-        steps = self.episodes.lengths
-        check.finite_rewards(rewards[t], steps)
-        if next_buf is not None:
-            check.finite_observations(tree_map(lambda x: x[t], next_buf), steps)
-        for step, lane, obs in reversed(truncations):
-            if step != t:
-                break
-            check.finite(obs, 0.0, lane, int(steps[lane]))
+        """NaN and inf anywhere in the sample, before it leaves the worker: the observations
+        (row ``t`` came from step ``t`` of this sample, row 0 from the last of the previous
+        one), the rewards, the observations that end episodes, and the next one to act on."""
+        first = self.env_steps
+        check.finite_steps(first, 0, observations=obs_buf)
+        check.finite_steps(first, 1, rewards=rewards, observations=next_buf)
+        last = tree_map(lambda x: x[None], self.obs)
+        check.finite_steps(first, self.fragment, observations=last)
+        for t, lane, obs in truncations:
+            check.finite(obs, 0.0, lane, int(first[lane]) + t + 1)
 
     # -- weights and learning, delegated to the policy -------------------
 

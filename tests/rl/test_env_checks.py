@@ -3,6 +3,7 @@ reward, stops the run with an error that names the env, worker, field and step."
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import gymnasium as gym
@@ -69,7 +70,8 @@ async def test_a_wrong_shape_fails_the_run_naming_env_worker_field_and_step() ->
             async for _ in algo.train():
                 pass
     message = str(caught.value)
-    assert "env 'OneNumber'" in message and "worker 1" in message and "sub-env 0" in message
+    # Both workers fail as they start; whichever reports first is the error.
+    assert "env 'OneNumber'" in message and re.search(r"worker [12], sub-env 0\)", message)
     assert "an observation of shape (1,), not (4,)" in message and "step 0" in message
     assert "check_env_output=False" in message
     assert actor_children() == []
@@ -80,7 +82,7 @@ async def test_nan_observations_later_in_a_run_stop_dqn_with_the_step() -> None:
     config = DQNConfig(env=NaNAfter, num_workers=2, learning_starts=32, timesteps_per_iteration=64)
     seen = 0
     with pytest.raises(
-        EnvOutputError, match=r"worker \d, sub-env \d\) returned a NaN or inf in observation at step \d+"
+        EnvOutputError, match=r"worker \d, sub-env \d\) returned a NaN or inf in observation at its step 41;"
     ):
         async with DQN(config) as algo:
             async for _ in algo.train():
@@ -89,7 +91,7 @@ async def test_nan_observations_later_in_a_run_stop_dqn_with_the_step() -> None:
 
 
 def test_inf_rewards_float_pixels_and_agents_are_caught() -> None:
-    with pytest.raises(EnvOutputError, match=r"sub-env 0\) returned a reward of inf at step \d+ of its episode"):
+    with pytest.raises(EnvOutputError, match=r"sub-env 0\) returned a reward of inf at its step 41;"):
         worker = RolloutWorker(nan_reward, num_envs=1, rollout_fragment_length=100, policy_factory=RandomPolicy)
         for _ in range(5):
             worker.sample()
