@@ -39,6 +39,15 @@ class Counter:
     def stats(self) -> dict[str, int]:
         return {"n": self.n, "max_running": self.max_running, "cancelled": self.cancelled}
 
+    def hold(self, started: str, release: str) -> None:
+        """Block this actor (no message is read meanwhile) until the file ``release`` exists;
+        ``started`` appears once it blocks. A test's handle on the consumer's pace."""
+        import time
+
+        open(started, "w").close()
+        while not os.path.exists(release):
+            time.sleep(0.005)
+
     def echo(self, x: Any) -> Any:
         return x
 

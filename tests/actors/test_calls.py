@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -83,17 +84,29 @@ async def test_drain_waits_for_the_backlog(runtime: asyncflow.Runtime) -> None:
     await c.add(0)
 
 
-async def test_drain_gives_backpressure_through_a_small_ring() -> None:
+async def test_drain_gives_backpressure_through_a_small_ring(tmp_path: Path) -> None:
     """Each 1 MiB notify overflows a 64 KiB ring: it waits in the sender's
-    backlog until the actor reads, and drain() returns only once it is written."""
+    backlog until the actor reads, and drain() returns only once it is written.
+
+    The actor is held (blocked in a method, reading nothing) while we notify, so
+    that the backlog does not depend on how fast the other core reads."""
     async with asyncflow.open_runtime(ring_bytes=64 << 10) as rt:
         c = await rt.spawn(Counter)
         payload = np.arange(1 << 18, dtype=np.float32)  # 1 MiB
-        for _ in range(5):
+        for i in range(5):
+            started, release = tmp_path / f"started{i}", tmp_path / f"release{i}"
+            held = asyncio.ensure_future(c.hold(str(started), str(release)))
+            while not started.exists():
+                await asyncio.sleep(0.005)
             c.notify("echo", payload)
-            assert c._transport.backlogged
-            await c.drain()
+            assert c._transport.backlogged  # 64 KiB in the ring, the rest waits
+            drained = asyncio.ensure_future(c.drain())
+            await asyncio.sleep(0.05)
+            assert not drained.done()  # nobody reads: drain() waits
+            release.touch()
+            await drained
             assert not c._transport.backlogged
+            await held
         assert await c.add(1) == 1  # the actor took all five before this call
         assert rt.statistics().bytes_moved > 5 << 20
 
