@@ -67,7 +67,7 @@ def _process(pid: int) -> dict[str, float] | None:
 
 
 def sample(root: int) -> dict[str, float]:
-    """Totals over ``root`` and its descendants, and our segments in /dev/shm."""
+    """Totals over ``root`` and its descendants, and the segments ``root`` made in /dev/shm."""
     totals = {"rss_mb": 0.0, "pss_mb": 0.0, "fds": 0.0, "threads": 0.0, "processes": 0.0}
     for pid in _descendants(root):
         stats = _process(pid)
@@ -76,7 +76,8 @@ def sample(root: int) -> dict[str, float]:
         totals["processes"] += 1
         for key, value in stats.items():
             totals[key] += value
-    totals["segments"] = float(len([n for n in os.listdir("/dev/shm") if n.startswith(SEGMENT_PREFIX)]))
+    mine = f"{SEGMENT_PREFIX}{root}_"  # this driver's: another run's segments are not ours to count
+    totals["segments"] = float(len([n for n in os.listdir("/dev/shm") if n.startswith(mine)]))
     return totals
 
 
