@@ -11,7 +11,6 @@ import re
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -19,16 +18,9 @@ from asyncflow.algorithms import DQN, PPO, Algorithm, DQNConfig, PPOConfig
 from asyncflow.rl import ModelConfig
 
 from ..toy_envs import Catch, GoalGrid, frozen_lake
+from .test_learning import _train_until
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-async def _train_until(algo: Algorithm, threshold: float, budget: int) -> dict[str, Any]:
-    async with algo:
-        async for result in algo.train():
-            if result["episode_return_mean"] >= threshold or result["num_env_steps_sampled"] >= budget:
-                return result
-    raise AssertionError("the plan ended")
 
 
 @pytest.mark.slow
