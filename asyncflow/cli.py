@@ -16,6 +16,7 @@ import json
 import math
 import os
 import re
+import signal
 import sys
 from pathlib import Path
 from typing import Any
@@ -106,6 +107,33 @@ def _make_config(cls: Any, args: argparse.Namespace) -> Any:
     return cls.config_class(**fields)  # ConfigError before anything starts
 
 
+class _Terminated(Exception):
+    """SIGTERM arrived (``kill``, ``docker stop``, a job scheduler's time limit)."""
+
+
+async def _stopped_by_sigterm(coro: Any) -> Any:
+    """Run ``coro``; SIGTERM cancels it as Ctrl-C does, so the workers are stopped
+    and their segments unlinked in order, then raises ``_Terminated``."""
+    task = asyncio.ensure_future(coro)
+    loop = asyncio.get_running_loop()
+    terminated = False
+
+    def on_sigterm() -> None:
+        nonlocal terminated
+        terminated = True
+        task.cancel()
+
+    loop.add_signal_handler(signal.SIGTERM, on_sigterm)
+    try:
+        return await task
+    except asyncio.CancelledError:
+        if terminated:
+            raise _Terminated from None
+        raise
+    finally:
+        loop.remove_signal_handler(signal.SIGTERM)
+
+
 def _train(args: argparse.Namespace) -> int:
     from .algorithms import ALGORITHMS, Algorithm
     from .experiment import Progress, Stop, latest_checkpoint, make_run_dir, run_experiment
@@ -138,11 +166,12 @@ def _train(args: argparse.Namespace) -> int:
     try:
         experiment = run_experiment(algo, stop, run_dir, progress.update, checkpoint_every=args.checkpoint_every,
                                     tensorboard=args.tensorboard, resume=args.resume is not None)  # fmt: skip
-        last, reason = asyncio.run(experiment)
-    except KeyboardInterrupt:
+        last, reason = asyncio.run(_stopped_by_sigterm(experiment))
+    except (KeyboardInterrupt, _Terminated) as stopped:
         progress.close()
-        print(f"\nasyncflow: interrupted; workers stopped. Results so far are in {run_dir}", file=sys.stderr)
-        return 130
+        how = "interrupted" if isinstance(stopped, KeyboardInterrupt) else "terminated"
+        print(f"\nasyncflow: {how}; workers stopped. Results so far are in {run_dir}", file=sys.stderr)
+        return 130 if isinstance(stopped, KeyboardInterrupt) else 128 + signal.SIGTERM
     progress.close()
     if last is not None:
         print(

@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import json
 import os
+import signal
 import subprocess
 import sys
 import textwrap
@@ -140,10 +141,11 @@ def test_cli_trains_and_writes_a_run_folder(tmp_path: Path) -> None:
     assert int(rows[-1]["num_env_steps_sampled"]) >= 2000
 
 
-def test_cli_ctrl_c_stops_cleanly_and_says_where_results_are(tmp_path: Path) -> None:
-    import os
-    import signal
-
+@pytest.mark.parametrize(("signum", "code", "said"), [(signal.SIGINT, 130, "interrupted"),
+                                                     (signal.SIGTERM, 143, "terminated")])  # fmt: skip
+def test_cli_ctrl_c_or_sigterm_stops_cleanly_and_says_where_results_are(
+    tmp_path: Path, signum: int, code: int, said: str
+) -> None:
     from ..conftest import our_segments
 
     proc = subprocess.Popen(
@@ -155,12 +157,12 @@ def test_cli_ctrl_c_stops_cleanly_and_says_where_results_are(tmp_path: Path) -> 
         for line in proc.stdout:
             if line.startswith("iter    2"):
                 break
-        proc.send_signal(signal.SIGINT)
+        proc.send_signal(signum)
         _, err = proc.communicate(timeout=60)
-    assert proc.returncode == 130, err
+    assert proc.returncode == code, err
     (run,) = tmp_path.iterdir()
-    assert f"interrupted; workers stopped. Results so far are in {run}" in err
-    assert "Traceback" not in err
+    assert f"{said}; workers stopped. Results so far are in {run}" in err
+    assert "Traceback" not in err and "leaked" not in err  # stopped in order, not cleaned up after
     assert our_segments(proc.pid) == []
     with open(run / "progress.csv") as f:
         assert len(list(csv.DictReader(f))) >= 2
