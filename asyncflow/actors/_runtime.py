@@ -30,6 +30,7 @@ from ._local import LocalTransport
 from ._process import ProcessOptions, ProcessTransport
 from ._ring import sweep_stale_segments
 from ._serialize import dumps_by_value
+from ._server_exit import preload_with_quick_exit
 
 __all__ = ["Runtime", "RuntimeStatistics", "open_runtime", "start_fork_server"]
 
@@ -91,7 +92,7 @@ class Runtime:
             raise ConfigError(f"ring_bytes must be at least 4096, not {ring_bytes}")
         self.backend = backend
         self._options = ProcessOptions(start_method, torch_threads, ring_bytes, stop_timeout)
-        self._preload = list(default_preload() if preload is None else preload)
+        self._preload = preload_with_quick_exit(default_preload() if preload is None else preload)
         self._handles: list[ActorHandle] = []
         self._closed = False
         self._warm: asyncio.Future[None] | None = None
@@ -227,7 +228,7 @@ def start_fork_server(preload: Sequence[str] | None = None) -> None:
     runtime starts the server. Only the first start's ``preload`` counts.
     """
     multiprocessing.get_context("forkserver").set_forkserver_preload(
-        list(default_preload() if preload is None else preload)
+        preload_with_quick_exit(default_preload() if preload is None else preload)
     )
     if threading.current_thread() is threading.main_thread():
         # Started with SIGINT ignored (the disposition survives exec), the server

@@ -9,6 +9,7 @@ import subprocess
 import sys
 import textwrap
 import time
+from pathlib import Path
 
 import pytest
 
@@ -201,6 +202,34 @@ def test_ctrl_c_in_a_script_stops_everything(tmp_path: object) -> None:
         assert "leaked" not in err  # the resource tracker had nothing to clean up
         assert _wait_until(lambda: all(_gone(p) for p in pids), 5)
         assert our_segments(proc.pid) == []
+
+
+_MARKER = textwrap.dedent(
+    """
+    import atexit, os, sys
+
+    OUT = os.environ["MARKER_DIR"]
+    open(os.path.join(OUT, "imported"), "w").write(str(os.getpid()))
+    atexit.register(lambda: open(os.path.join(OUT, "torn_down"), "w").close())
+    """
+)
+
+
+def test_the_fork_server_leaves_without_tearing_down_when_its_driver_is_gone(tmp_path: Path) -> None:
+    """The server held the driver's stdout and stderr for 5-10 s after the driver
+    exited on a busy machine, tearing torch down: Ctrl-C tests timed out on its pipes."""
+    (tmp_path / "marker_module.py").write_text(_MARKER)
+    script = _SCRIPT.replace("open_runtime()", "open_runtime(preload=['marker_module', 'asyncflow.actors._worker'])")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), *sys.path]), "MARKER_DIR": str(tmp_path)}
+    with subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                          text=True, env=env) as proc:  # fmt: skip
+        assert proc.stdout is not None
+        assert proc.stdout.readline().startswith("READY")
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=20)  # the pipes close once the server is gone too
+    server = int((tmp_path / "imported").read_text())
+    assert server != proc.pid and _gone(server)  # the fork server imported the marker, and is gone
+    assert not (tmp_path / "torn_down").exists(), err[-2000:]  # it left before any other atexit hook ran
 
 
 def test_killed_driver_takes_its_actors_along(tmp_path: object) -> None:
