@@ -4,12 +4,23 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import signal
 from collections.abc import AsyncIterator, Iterator
 
 import pytest
 
 import asyncflow
 from asyncflow.actors._ring import SEGMENT_PREFIX
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Tests send Ctrl-C (SIGINT) to the drivers they start, and a child inherits an
+    ignored SIGINT through exec. A shell without job control starts a background
+    command (``pytest ... &`` in a script, ``nohup``) with SIGINT ignored: every
+    driver those tests started then trained on through its Ctrl-C. A handler,
+    unlike an ignored signal, is reset to the default in an exec'd child."""
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def our_segments(pid: int | None = None) -> list[str]:
