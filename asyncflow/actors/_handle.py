@@ -85,6 +85,7 @@ class ActorHandle:
         self._make_transport = make_transport
         self._transport = make_transport(self)
         self._restarting: asyncio.Task[None] | None = None
+        self._closing: asyncio.Future[None] | None = None
         self._closed = False
         self._moved_before = 0
         self._methods: dict[str, bool] = {}  # kept across restarts
@@ -212,10 +213,16 @@ class ActorHandle:
         await self._transport.kill()
 
     async def close(self) -> None:
-        """Stop the actor and release its resources. Idempotent."""
-        if self._closed:
-            return
-        self._closed = True
+        """Stop the actor and release its resources. Idempotent: a call while another
+        is under way waits for it, so whoever returns from ``close`` finds the process gone."""
+        if self._closing is None:
+            if self._closed:  # killed at interpreter exit (_kill_now): nothing left to release
+                return
+            self._closed = True
+            self._closing = asyncio.ensure_future(self._shut_down())
+        await asyncio.shield(self._closing)
+
+    async def _shut_down(self) -> None:
         restarting = self._restarting
         if restarting is not None:
             restarting.cancel()

@@ -196,8 +196,11 @@ class Runtime:
         try:
             await handle._start()
         except BaseException:
-            self._handles.remove(handle)
+            # Listed until it is closed: a runtime closing meanwhile (a sibling spawn
+            # failed first) waits for this close instead of leaving the process behind.
             await handle.close()
+            if handle in self._handles:
+                self._handles.remove(handle)
             raise
         return handle
 
