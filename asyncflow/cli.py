@@ -169,9 +169,9 @@ def _train(args: argparse.Namespace) -> int:
         last, reason = asyncio.run(_stopped_by_sigterm(experiment))
     except (KeyboardInterrupt, _Terminated) as stopped:
         progress.close()
-        how = "interrupted" if isinstance(stopped, KeyboardInterrupt) else "terminated"
+        how, code = ("interrupted", 130) if isinstance(stopped, KeyboardInterrupt) else ("terminated", 143)
         print(f"\nasyncflow: {how}; workers stopped. Results so far are in {run_dir}", file=sys.stderr)
-        return 130 if isinstance(stopped, KeyboardInterrupt) else 128 + signal.SIGTERM
+        return code
     progress.close()
     if last is not None:
         print(
