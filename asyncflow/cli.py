@@ -156,11 +156,6 @@ def _train(args: argparse.Namespace) -> int:
         env = config.env if isinstance(config.env, str) else getattr(config.env, "__name__", "env")
         run_dir, name = make_run_dir(args.logdir, args.algo, env), args.algo
         print(f"asyncflow: training {name} on {env} with {config.num_workers} workers; logs in {run_dir}")
-    if args.warm_fork_server:
-        # Only now that the input is known to be good: bad input starts no process at all.
-        from .actors import start_fork_server
-
-        start_fork_server()
     stop = Stop(args.stop_reward, args.stop_timesteps, args.stop_time)
     progress = Progress(stop)
     try:
@@ -237,22 +232,30 @@ def _one_line(exc: BaseException) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    debug = "--debug" in (sys.argv[1:] if argv is None else argv)
+    raw = sys.argv[1:] if argv is None else argv
+    debug = "--debug" in raw
+    from_shell = argv is None
+    if from_shell and raw[:1] != ["train"]:
+        os.environ["ASYNCFLOW_EARLY_FORK_SERVER"] = "0"  # evaluate and plot start no worker
     try:
-        parser = _build_parser()
+        parser = _build_parser()  # imports the algorithms, which start the fork server early
         args = parser.parse_args(argv)
-        args.warm_fork_server = argv is None  # run from the shell: start it as early as input allows
         commands = {"train": _train, "evaluate": _evaluate, "plot": _plot}
         code = commands[args.command](args)
     except KeyboardInterrupt:  # before training started (imports, checks): nothing to clean up
+        _stop_unused_fork_server(from_shell)
         print("\nasyncflow: interrupted", file=sys.stderr)
         return 130
+    except SystemExit:  # argparse: bad arguments, or --help
+        _stop_unused_fork_server(from_shell)
+        raise
     except Exception as exc:
+        _stop_unused_fork_server(from_shell)
         if debug:
             raise
         print(_one_line(exc), file=sys.stderr)
         return 2
-    if argv is None:
+    if from_shell:
         # Run from the shell and finished: every worker is stopped and every file
         # closed. Skip the interpreter's teardown, which takes about a second
         # with torch loaded and has nothing left to do.
@@ -260,6 +263,15 @@ def main(argv: list[str] | None = None) -> int:
         sys.stderr.flush()
         os._exit(code)
     return code
+
+
+def _stop_unused_fork_server(from_shell: bool) -> None:
+    """Bad input leaves no process behind: the fork server the import started for a
+    training run that never began is stopped (a no-op once a runtime has used it)."""
+    if from_shell and "asyncflow.actors" in sys.modules:
+        from .actors import stop_fork_server
+
+        stop_fork_server()
 
 
 if __name__ == "__main__":

@@ -4,6 +4,21 @@ Knows nothing about reinforcement learning. See :func:`open_runtime`.
 """
 
 from ._handle import ActorHandle
-from ._runtime import Runtime, RuntimeStatistics, open_runtime, start_fork_server
+from ._runtime import (
+    Runtime,
+    RuntimeStatistics,
+    open_runtime,
+    start_fork_server,
+    start_fork_server_early,
+    stop_fork_server,
+)
 
-__all__ = ["ActorHandle", "Runtime", "RuntimeStatistics", "open_runtime", "start_fork_server"]
+__all__ = [
+    "ActorHandle",
+    "Runtime",
+    "RuntimeStatistics",
+    "open_runtime",
+    "start_fork_server",
+    "start_fork_server_early",
+    "stop_fork_server",
+]

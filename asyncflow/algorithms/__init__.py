@@ -1,18 +1,27 @@
-"""Algorithms: one module each, with its config, its loss and its plan."""
+"""Algorithms: one module each, with its config, its loss and its plan.
 
-from ._base import Algorithm
-from ._config import AlgorithmConfig
-from .a2c import A2C, A2CConfig
-from .a3c import A3C, A3CConfig
-from .apex import ApexDQN, ApexDQNConfig
-from .appo import APPO, APPOConfig
-from .dqn import DQN, DQNConfig
-from .impala import IMPALA, IMPALAConfig
-from .pg import PG, PGConfig
-from .ppo import PPO, PPOConfig
-from .sac import SAC, SACConfig
-from .td3 import DDPG, TD3, DDPGConfig, TD3Config
-from .two_trainer import TwoTrainer, TwoTrainerConfig
+Importing this package first starts the fork server in the background (see
+``asyncflow.actors.start_fork_server_early``): its imports of torch and
+gymnasium then overlap with this process's own, below.
+"""
+
+from ..actors import start_fork_server_early
+
+start_fork_server_early()
+
+from ._base import Algorithm  # noqa: E402
+from ._config import AlgorithmConfig  # noqa: E402
+from .a2c import A2C, A2CConfig  # noqa: E402
+from .a3c import A3C, A3CConfig  # noqa: E402
+from .apex import ApexDQN, ApexDQNConfig  # noqa: E402
+from .appo import APPO, APPOConfig  # noqa: E402
+from .dqn import DQN, DQNConfig  # noqa: E402
+from .impala import IMPALA, IMPALAConfig  # noqa: E402
+from .pg import PG, PGConfig  # noqa: E402
+from .ppo import PPO, PPOConfig  # noqa: E402
+from .sac import SAC, SACConfig  # noqa: E402
+from .td3 import DDPG, TD3, DDPGConfig, TD3Config  # noqa: E402
+from .two_trainer import TwoTrainer, TwoTrainerConfig  # noqa: E402
 
 ALGORITHMS: dict[str, type[Algorithm]] = {
     "pg": PG,
