@@ -13,7 +13,10 @@ the shared-memory rings (``Runtime.statistics().bytes_moved``), and
 ``AsyncVectorEnv`` runs with ``shared_memory=True``. Last, what the env output
 checks (shape, dtype, NaN) cost: the one-process loop with them on and off.
 
-    python benchmarks/sampling.py [--seconds S] [--only cartpole|frames|checks]
+Then CartPole again with ``vector_env=True``: each worker steps gymnasium's own
+numpy CartPole vector env, beside the same sampler in one process.
+
+    python benchmarks/sampling.py [--seconds S] [--only cartpole|vector|frames|checks]
 
 At most 2 worker processes (this is a 2-core machine).
 """
@@ -43,9 +46,11 @@ ENV = "CartPole-v1"
 FRAGMENT = 64
 
 
-def single_process(env: Any, num_envs: int, seconds: float, policy: Any = None, check: bool = True) -> float:
+def single_process(
+    env: Any, num_envs: int, seconds: float, policy: Any = None, check: bool = True, vector_env: bool = False
+) -> float:
     worker = RolloutWorker(env, num_envs=num_envs, rollout_fragment_length=FRAGMENT, policy_factory=policy,
-                           check_env_output=check)  # fmt: skip
+                           check_env_output=check, vector_env=vector_env)  # fmt: skip
     worker.sample()
     steps, start = 0, time.perf_counter()
     while time.perf_counter() - start < seconds:
@@ -54,7 +59,7 @@ def single_process(env: Any, num_envs: int, seconds: float, policy: Any = None, 
 
 
 async def asyncflow_rollouts(
-    env: Any, num_workers: int, num_envs: int, seconds: float, policy: Any = None
+    env: Any, num_workers: int, num_envs: int, seconds: float, policy: Any = None, vector_env: bool = False
 ) -> tuple[float, float]:
     """Env steps/s, and MB/s through the rings."""
     async with asyncflow.open_runtime() as rt:
@@ -67,6 +72,7 @@ async def asyncflow_rollouts(
                     rollout_fragment_length=FRAGMENT,
                     worker_index=i,
                     policy_factory=policy,
+                    vector_env=vector_env,
                 )
                 for i in range(1, num_workers + 1)
             )
@@ -120,6 +126,33 @@ def cartpole(args: argparse.Namespace) -> None:
             "AsyncVectorEnv (2x envs)",
             "2 workers / 1 process",
             "2 workers / AsyncVectorEnv",
+        ],
+        rows,
+    )
+
+
+def cartpole_vector(args: argparse.Namespace) -> None:
+    """The same, with each worker's envs as gymnasium's own CartPole vector env (``vector_env=True``)."""
+    print(f"\n# sampling throughput, {ENV} as one vector env per worker (vector_env=True), 64x64 MLP policy "
+          f"({machine_line()}); at most 2 worker processes")  # fmt: skip
+    rows = []
+    for n in args.envs:
+        runs: list[list[float]] = [[], [], []]
+        for _ in range(args.repeats):
+            runs[0].append(single_process(ENV, n, args.seconds))
+            runs[1].append(single_process(ENV, n, args.seconds, vector_env=True))
+            runs[2].append(asyncio.run(asyncflow_rollouts(ENV, 2, n, args.seconds, vector_env=True))[0])
+        loop, local, two = (statistics.median(r) for r in runs)
+        rows.append([n, loop, local, two, ratio(local, loop), ratio(two / 2, local)])
+    print_table(
+        f"env steps/s, median of {args.repeats} interleaved runs",
+        [
+            "envs per worker",
+            "1 process, env loop",
+            "1 process, vector env",
+            "asyncflow 2 workers, vector env",
+            "vector / loop",
+            "per worker / 1 process (vector)",
         ],
         rows,
     )
@@ -186,10 +219,12 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3, help="interleaved runs per figure (median shown)")
     parser.add_argument("--envs", type=int, nargs="+", default=[1, 8, 32], help="CartPole num_envs_per_worker values")
     parser.add_argument("--frame-envs", type=int, default=8, help="num_envs_per_worker for the frames rows")
-    parser.add_argument("--only", choices=["cartpole", "frames", "checks"], help="run one part")
+    parser.add_argument("--only", choices=["cartpole", "vector", "frames", "checks"], help="run one part")
     args = parser.parse_args()
     if args.only in (None, "cartpole"):
         cartpole(args)
+    if args.only in (None, "vector"):
+        cartpole_vector(args)
     if args.only in (None, "frames"):
         frames(args)
     if args.only in (None, "checks"):

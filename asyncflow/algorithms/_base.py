@@ -28,7 +28,7 @@ from ..errors import CheckpointError, ConfigError
 from ..flow._context import FlowContext, _current
 from ..flow.train import _off_loop
 from ..rl.actor_critic import ActorCriticPolicy
-from ..rl.env import probe_spaces
+from ..rl.env import check_vector_env, probe_spaces
 from ..rl.env_checks import env_name
 from ..rl.models import build_model, check_model, model_name
 from ..rl.models.config import ModelConfig
@@ -79,8 +79,16 @@ class Algorithm:
     def check_env(self) -> None:
         """Build the environment once to learn its spaces, and the model once on a sample
         observation; raise ConfigError if the spaces or the model do not fit."""
+        if self.config.vector_env:
+            self.check_vector_env()
         self.observation_space, self.action_space = probe_spaces(self.config.env)
         self.check_model(self.config.model, self.observation_space, self.action_space)
+
+    def check_vector_env(self) -> None:
+        """ConfigError unless ``vector_env`` can be honoured: the env has a vectorized
+        implementation, and the plan takes batches whose lanes may lose a row at an
+        autoreset (every plan but V-trace's fixed-length sequences)."""
+        check_vector_env(self.config.env)
 
     def check_model(
         self,
@@ -204,6 +212,7 @@ class Algorithm:
                 worker_index=i + 1,
                 use_critic=self.use_critic,
                 check_env_output=c.check_env_output,
+                vector_env=c.vector_env,
                 **self.worker_options(),
                 name=f"{self.name}-worker-{i + 1}",
                 max_restarts=c.max_worker_restarts,

@@ -108,6 +108,10 @@ class AlgorithmConfig:
     """Sub-environments stepped by each worker, with one batched forward pass."""
     rollout_fragment_length: int = field(64, min=1)
     """Steps per sub-environment in one ``sample()`` call."""
+    vector_env: bool = False
+    """Step each worker's sub-environments as one gymnasium vector env, the id's own vectorized
+    implementation (``gym.make_vec(..., vectorization_mode="vector_entry_point")``; CartPole-v1
+    has one): one ``step`` call for all lanes. A ConfigError for an env without one."""
     gamma: float = field(0.99, min=0, max=1)
     """Discount factor."""
     lam: float = field(0.95, min=0, max=1)

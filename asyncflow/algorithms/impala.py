@@ -19,6 +19,7 @@ from typing import Any
 
 import torch
 
+from ..errors import ConfigError
 from ..flow import once_per_steps, parallel_rollouts, report_metrics
 from ..flow.learner import sync_weights, train_async
 from ..rl.actor_critic import ActorCritic, ActorCriticPolicy
@@ -125,6 +126,12 @@ class IMPALA(Algorithm):
 
     def worker_options(self) -> dict[str, Any]:
         return {"postprocess": "transitions"}  # V-trace takes next_obs and discounts
+
+    def check_vector_env(self) -> None:
+        raise ConfigError(
+            f"vector_env: {type(self).__name__}'s V-trace takes fixed-length sequences, "
+            "and a vector env's autoreset steps would be holes in them; leave vector_env off"
+        )
 
     def execution_plan(self, workers: WorkerSet, learner: Any, config: Any) -> AsyncIterator[dict[str, Any]]:
         rollouts = parallel_rollouts(workers, mode="async", num_async=config.num_async)

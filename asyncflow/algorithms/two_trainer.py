@@ -174,6 +174,8 @@ class TwoTrainer(Algorithm):
     config: TwoTrainerConfig
 
     def check_env(self) -> None:
+        if self.config.vector_env:
+            raise ConfigError("vector_env: multi-agent envs are stepped one by one; leave vector_env off")
         env = make_multi_agent_env(self.config.env)
         try:
             mapped = {a: self.config.policy_mapping_fn(a) for a in env.possible_agents}

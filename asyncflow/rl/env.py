@@ -10,7 +10,15 @@ import gymnasium as gym
 
 from ..errors import ConfigError
 
-__all__ = ["EnvSpec", "import_attribute", "make_env", "probe_spaces", "resolve_env"]
+__all__ = [
+    "EnvSpec",
+    "check_vector_env",
+    "import_attribute",
+    "make_env",
+    "make_vector_env",
+    "probe_spaces",
+    "resolve_env",
+]
 
 EnvSpec = str | Callable[[], gym.Env[Any, Any]]
 
@@ -30,6 +38,39 @@ def make_env(spec: EnvSpec) -> gym.Env[Any, Any]:
             raise ConfigError(f"env: the callable returned {type(env).__name__}, not a gymnasium.Env")
         return env
     raise ConfigError(f"env: expected a gymnasium id or a callable, not {type(spec).__name__}")
+
+
+def check_vector_env(spec: EnvSpec, field: str = "vector_env") -> None:
+    """ConfigError unless ``spec`` is a gymnasium id with its own vectorized implementation
+    (a ``vector_entry_point``, as CartPole-v1 has), which ``make_vector_env`` builds."""
+    if not isinstance(spec, str):
+        raise ConfigError(f"{field}: needs a gymnasium id whose vectorized implementation gymnasium knows, "
+                          "not a callable")  # fmt: skip
+    try:
+        registered = gym.spec(spec)
+    except gym.error.Error as exc:
+        raise ConfigError(f"env: unknown environment {spec!r} ({exc})") from exc
+    if registered.vector_entry_point is None:
+        raise ConfigError(f"{field}: {spec!r} has no vectorized implementation in gymnasium "
+                          "(no vector_entry_point); leave vector_env off")  # fmt: skip
+
+
+def make_vector_env(spec: EnvSpec, num_envs: int) -> gym.vector.VectorEnv[Any, Any, Any]:
+    """``num_envs`` lanes of ``spec``'s own vectorized implementation, in this process.
+
+    Only ``NEXT_STEP`` autoreset and array observations are taken: what the
+    rollout worker's vector sampler handles (see ``rollout_worker.py``).
+    """
+    check_vector_env(spec)
+    assert isinstance(spec, str)
+    vector = gym.make_vec(spec, num_envs=num_envs, vectorization_mode="vector_entry_point")
+    mode = vector.metadata.get("autoreset_mode", gym.vector.AutoresetMode.NEXT_STEP)
+    space = vector.single_observation_space
+    if mode != gym.vector.AutoresetMode.NEXT_STEP or not isinstance(space, gym.spaces.Box):
+        vector.close()
+        raise ConfigError(f"vector_env: {spec!r}'s vector env resets with {mode} and observes {space}; "
+                          "only NEXT_STEP autoreset and Box observations are supported")  # fmt: skip
+    return vector
 
 
 def probe_spaces(spec: EnvSpec) -> tuple[gym.Space[Any], gym.Space[Any]]:

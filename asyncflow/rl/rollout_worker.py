@@ -10,6 +10,16 @@ episodes. Observations are kept in the observation space's own dtype and
 structure (``tree.py``) from the env to the batch. Episode bookkeeping,
 seeding and postprocessing (GAE, n-step transitions) are the shared
 trajectory pipeline's (``trajectory.py``); this class only steps envs.
+
+With ``vector_env=True`` the sub-environments are one gymnasium vector env
+built from the id's own vectorized implementation (``gym.make_vec(...,
+vectorization_mode="vector_entry_point")``, CartPole-v1's is numpy over all
+lanes): one ``step`` call per time step instead of ``num_envs``. Such envs
+reset a finished lane on the *next* step, which ignores that lane's action
+and returns its first observation with reward 0 (gymnasium's ``NEXT_STEP``
+autoreset). That step belongs to no episode: it is recorded as ``done`` (so
+GAE and n-step returns stop at the real end before it) and dropped from the
+batch, which so has up to one row fewer per finished episode.
 """
 
 from __future__ import annotations
@@ -17,14 +27,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+import gymnasium as gym
 import numpy as np
 
-from .env import EnvSpec, make_env
+from .env import EnvSpec, make_env, make_vector_env
 from .env_checks import EnvChecker
 from .policy import FlatWeights, PolicyFactory
 from .sample_batch import DONES, SampleBatch
 from .state import pickle_attributes, unpickle_attributes
-from .trajectory import EpisodeBook, Postprocessing, PostprocessMode, Segment, worker_seed
+from .trajectory import EpisodeBook, Postprocessing, PostprocessMode, Segment, drop_rows, worker_seed
 from .tree import tree_assign, tree_map, tree_zeros
 
 __all__ = ["RolloutWorker"]
@@ -59,20 +70,30 @@ class RolloutWorker:
         postprocess: PostprocessMode = "gae",
         n_step: int = 1,
         check_env_output: bool = True,
+        vector_env: bool = False,
     ) -> None:
         self.postprocessing = Postprocessing(postprocess, gamma, lam, n_step, use_critic and postprocess == "gae")
-        self.envs = [make_env(env) for _ in range(num_envs)]
+        self.vector: gym.vector.VectorEnv[Any, Any, Any] | None = make_vector_env(env, num_envs) if vector_env else None
+        self.envs = [] if self.vector is not None else [make_env(env) for _ in range(num_envs)]
+        self.num_envs = num_envs
         self.fragment = rollout_fragment_length
         self.worker_index = worker_index
         base = worker_seed(seed, worker_index)
-        self.observation_space = self.envs[0].observation_space
+        if self.vector is not None:
+            self.observation_space = self.vector.single_observation_space
+            action_space = self.vector.single_action_space
+        else:
+            self.observation_space, action_space = self.envs[0].observation_space, self.envs[0].action_space
         factory = policy_factory or _default_policy
-        self.policy: Any = factory(
-            self.observation_space, self.envs[0].action_space, seed=base, worker_index=worker_index
-        )
+        self.policy: Any = factory(self.observation_space, action_space, seed=base, worker_index=worker_index)
         self.checker = EnvChecker(env, self.observation_space, worker_index) if check_env_output else None
         self.env_steps = np.zeros(num_envs, np.int64)  # each sub-env's steps so far (named in env errors)
         self.obs = tree_zeros(self.observation_space, (num_envs,))
+        self.resetting = np.zeros(num_envs, bool)  # vector env: lanes whose next step is the autoreset
+        if self.vector is not None:
+            self.obs = self.vector.reset(seed=base)[0]
+            if self.checker is not None:
+                self._check_vector_obs(self.checker, self.obs, 0)
         for i, e in enumerate(self.envs):
             first = e.reset(seed=base + i)[0]
             if self.checker is not None:
@@ -82,6 +103,8 @@ class RolloutWorker:
 
     def sample(self) -> SampleBatch:
         """Collect ``rollout_fragment_length`` steps from each sub-environment."""
+        if self.vector is not None:
+            return self._sample_vector(self.vector)
         n, steps = len(self.envs), self.fragment
         space, book, policy, check = self.observation_space, self.episodes, self.policy, self.checker
         expected = check.expected if check is not None else None
@@ -135,6 +158,72 @@ class RolloutWorker:
         columns = self.postprocessing(segment, policy.values)
         returns, lengths = book.take()
         return SampleBatch(columns, episode_returns=returns, episode_lengths=lengths)
+
+    def _sample_vector(self, vector: gym.vector.VectorEnv[Any, Any, Any]) -> SampleBatch:
+        """``sample()`` for a vector env: one ``step`` per time step, every lane at once."""
+        n, steps = self.num_envs, self.fragment
+        book, policy, check = self.episodes, self.policy, self.checker
+        first = self.env_steps
+        obs_buf = np.zeros((steps, *self.obs.shape), self.obs.dtype)
+        keeps_next = self.postprocessing.keeps_next_obs
+        next_buf = np.zeros_like(obs_buf) if keeps_next else None
+        rewards = np.zeros((steps, n), np.float32)
+        dones = np.zeros((steps, n), bool)
+        terminateds = np.zeros((steps, n), bool)
+        logps = np.zeros((steps, n), np.float32)
+        values = np.zeros((steps, n), np.float32)
+        eps = np.zeros((steps, n), np.int64)
+        skipped = np.zeros((steps, n), bool)  # autoreset steps: no episode's, dropped below
+        actions: list[np.ndarray] = []
+        truncations: list[tuple[int, int, Any]] = []
+        for t in range(steps):
+            obs_buf[t] = self.obs
+            eps[t] = book.ids
+            action, logps[t], values[t] = policy.compute_actions(self.obs)
+            actions.append(action)
+            next_obs, reward, terminated, truncated, _ = vector.step(policy.env_actions(action))
+            if check is not None:
+                self._check_vector_obs(check, next_obs, first + t + 1)
+            resetting = self.resetting
+            skipped[t] = resetting
+            rewards[t] = reward
+            terminateds[t] = terminated
+            if keeps_next:
+                next_buf[t] = next_obs  # type: ignore[index]
+            ended = np.logical_or(terminated, truncated)
+            dones[t] = ended | resetting
+            if ended.any():
+                for i in np.flatnonzero(truncated & ~terminated):
+                    truncations.append((t, int(i), next_obs[i].copy()))
+            if resetting.any():
+                values[t, resetting] = 0.0
+                book.lengths[resetting] -= 1  # book.add counts every lane
+            book.add(np.where(resetting, 0.0, rewards[t]))
+            for i in np.flatnonzero(ended):
+                book.end(int(i))
+            self.obs = next_obs
+            self.resetting = ended
+        if check is not None:
+            self._check_finite(check, obs_buf, rewards, next_buf, truncations)
+        self.env_steps = first + steps
+        segment = Segment(obs_buf, np.stack(actions), rewards, dones, terminateds, logps, values, eps,
+                          last_obs=self.obs, next_obs=next_buf, truncations=truncations)  # fmt: skip
+        columns = self.postprocessing(segment, policy.values)
+        if skipped.any():
+            columns = drop_rows(columns, np.swapaxes(skipped, 0, 1).reshape(-1))
+        returns, lengths = book.take()
+        return SampleBatch(columns, episode_returns=returns, episode_lengths=lengths)
+
+    def _check_vector_obs(self, check: EnvChecker, obs: Any, steps: np.ndarray | int) -> None:
+        """The inline check of ``sample()`` for all lanes at once; a misfit names its lane."""
+        shape, dtype = check.expected or ((), None)
+        if type(obs) is np.ndarray and obs.shape == (self.num_envs, *shape) and obs.dtype == dtype:
+            return
+        lane_steps = np.broadcast_to(steps, (self.num_envs,))
+        if type(obs) is np.ndarray and obs.shape[:1] == (self.num_envs,):
+            for i in range(self.num_envs):
+                check.observation(obs[i], i, int(lane_steps[i]))
+        check.observation(obs, 0, int(lane_steps[0]))  # not one row per lane: lane 0's error names it
 
     def _check_finite(
         self, check: EnvChecker, obs_buf: Any, rewards: np.ndarray, next_buf: Any, truncations: list[Any]
@@ -198,3 +287,5 @@ class RolloutWorker:
         """Close the environments."""
         for env in self.envs:
             env.close()
+        if self.vector is not None:
+            self.vector.close()

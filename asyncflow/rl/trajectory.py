@@ -45,7 +45,7 @@ from .sample_batch import (
 )
 from .tree import Tree, tree_map, tree_stack
 
-__all__ = ["EpisodeBook", "Postprocessing", "Segment", "worker_seed"]
+__all__ = ["EpisodeBook", "Postprocessing", "Segment", "drop_rows", "worker_seed"]
 
 PostprocessMode = Literal["gae", "transitions"]
 
@@ -126,6 +126,12 @@ def _lane_major(x: dict[str, Tree]) -> dict[str, Tree]:
         return np.ascontiguousarray(np.swapaxes(a, 0, 1).reshape(lanes * steps, *a.shape[2:]))
 
     return {k: tree_map(flat, v) for k, v in x.items()}
+
+
+def drop_rows(columns: dict[str, Tree], drop: np.ndarray) -> dict[str, Tree]:
+    """Lane-major ``columns`` without the rows where the boolean ``drop`` is set."""
+    keep = np.flatnonzero(~drop)
+    return {k: tree_map(lambda a: a[keep], v) for k, v in columns.items()}
 
 
 @dataclass(frozen=True)
