@@ -106,19 +106,12 @@ class RolloutWorker:
         if self.vector is not None:
             return self._sample_vector(self.vector)
         n, steps = len(self.envs), self.fragment
-        space, book, policy, check = self.observation_space, self.episodes, self.policy, self.checker
+        book, policy, check = self.episodes, self.policy, self.checker
         expected = check.expected if check is not None else None
         shape, dtype = expected if expected is not None else ((), None)
         first = self.env_steps
-        obs_buf = tree_zeros(space, (steps, n))
         keeps_next = self.postprocessing.keeps_next_obs
-        next_buf = tree_zeros(space, (steps, n)) if keeps_next else None
-        rewards = np.zeros((steps, n), np.float32)
-        dones = np.zeros((steps, n), bool)
-        terminateds = np.zeros((steps, n), bool)
-        logps = np.zeros((steps, n), np.float32)
-        values = np.zeros((steps, n), np.float32)
-        eps = np.zeros((steps, n), np.int64)
+        obs_buf, next_buf, rewards, dones, terminateds, logps, values, eps = self._buffers(steps, n)
         actions: list[np.ndarray] = []
         truncations: list[tuple[int, int, Any]] = []
         for t in range(steps):
@@ -159,20 +152,21 @@ class RolloutWorker:
         returns, lengths = book.take()
         return SampleBatch(columns, episode_returns=returns, episode_lengths=lengths)
 
+    def _buffers(self, steps: int, n: int) -> tuple[Any, Any, *tuple[np.ndarray, ...]]:
+        """One sample's arrays, ``(steps, n, ...)``: observations, next observations (or None),
+        rewards, dones, terminateds, log-probs, values, episode ids."""
+        space = self.observation_space
+        next_buf = tree_zeros(space, (steps, n)) if self.postprocessing.keeps_next_obs else None
+        kinds = (np.float32, bool, bool, np.float32, np.float32, np.int64)
+        return (tree_zeros(space, (steps, n)), next_buf, *(np.zeros((steps, n), k) for k in kinds))
+
     def _sample_vector(self, vector: gym.vector.VectorEnv[Any, Any, Any]) -> SampleBatch:
         """``sample()`` for a vector env: one ``step`` per time step, every lane at once."""
         n, steps = self.num_envs, self.fragment
         book, policy, check = self.episodes, self.policy, self.checker
         first = self.env_steps
-        obs_buf = np.zeros((steps, *self.obs.shape), self.obs.dtype)
         keeps_next = self.postprocessing.keeps_next_obs
-        next_buf = np.zeros_like(obs_buf) if keeps_next else None
-        rewards = np.zeros((steps, n), np.float32)
-        dones = np.zeros((steps, n), bool)
-        terminateds = np.zeros((steps, n), bool)
-        logps = np.zeros((steps, n), np.float32)
-        values = np.zeros((steps, n), np.float32)
-        eps = np.zeros((steps, n), np.int64)
+        obs_buf, next_buf, rewards, dones, terminateds, logps, values, eps = self._buffers(steps, n)
         skipped = np.zeros((steps, n), bool)  # autoreset steps: no episode's, dropped below
         actions: list[np.ndarray] = []
         truncations: list[tuple[int, int, Any]] = []
