@@ -152,7 +152,7 @@ class RolloutWorker:
         returns, lengths = book.take()
         return SampleBatch(columns, episode_returns=returns, episode_lengths=lengths)
 
-    def _buffers(self, steps: int, n: int) -> tuple[Any, Any, *tuple[np.ndarray, ...]]:
+    def _buffers(self, steps: int, n: int) -> tuple[Any, ...]:
         """One sample's arrays, ``(steps, n, ...)``: observations, next observations (or None),
         rewards, dones, terminateds, log-probs, values, episode ids."""
         space = self.observation_space
