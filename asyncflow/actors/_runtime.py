@@ -259,7 +259,7 @@ def start_fork_server(preload: Sequence[str] | None = None) -> None:
             signal.signal(signal.SIGINT, previous)
     warmup = threading.Thread(target=_warm_forkserver, name="asyncflow-forkserver-warmup", daemon=True)
     warmup.start()
-    _warmups.append(warmup)
+    _warmups[:] = [*(t for t in _warmups if t.is_alive()), warmup]
 
 
 def start_fork_server_early() -> None:

