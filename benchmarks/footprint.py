@@ -13,7 +13,10 @@ its peers in the same run.
 
 PSS (proportional set size, ``/proc/PID/smaps_rollup``) splits each shared page
 among the processes that map it, so the column adds up to what the run costs
-the machine; RSS counts shared pages in full in each process. Target (issue
+the machine; RSS counts shared pages in full in each process. A shared-memory
+ring's pages count once touched: after 3 iterations asyncflow's rings (2 of
+8 MiB per actor, printed on their own line) are mostly untouched; a long run
+touches them all, up to that line's size more. Target (issue
 13): asyncflow at most 400 MB PSS in all.
 
     python benchmarks/footprint.py
@@ -148,6 +151,18 @@ def _role(pid: int, root: int, servers: set[int]) -> str:
     return comm if comm not in ("python", "python3") else "worker"
 
 
+def _shm_mb(pids: list[int]) -> float:
+    """Size of the /dev/shm files these processes map (each once)."""
+    files: set[str] = set()
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/maps") as f:
+                files.update(line.split(None, 5)[5].strip() for line in f if "/dev/shm/" in line)
+        except OSError:
+            continue
+    return float(sum(os.path.getsize(p) for p in files if os.path.exists(p))) / 2**20
+
+
 def measure(script: str) -> list[tuple[str, int, float, float]]:
     """(role, pid, PSS MB, RSS MB) of every process of ``script`` once it prints READY."""
     with subprocess.Popen([sys.executable, "-c", script], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
@@ -163,6 +178,8 @@ def measure(script: str) -> list[tuple[str, int, float, float]]:
                 rows.append((_role(pid, proc.pid, servers), pid, *_memory_mb(pid)))
             except OSError:  # gone between the listing and the look
                 continue
+        shm = _shm_mb([r[1] for r in rows])
+        rows.append(("(/dev/shm reserved, MB; in PSS as far as touched)", 0, shm, shm))
         proc.stdin.write("\n")
         proc.stdin.flush()
         proc.communicate(timeout=120)
@@ -181,7 +198,8 @@ def main() -> None:
             continue
         rows = sorted(measure(script), key=lambda r: (r[0] != "driver", r[0], r[1]))
         print_table(f"{name}: per process (MB)", ["process", "pid", "PSS", "RSS"], [list(r) for r in rows])
-        totals.append([name, len(rows), sum(r[2] for r in rows), sum(r[3] for r in rows)])
+        procs = [r for r in rows if r[1]]
+        totals.append([name, len(procs), sum(r[2] for r in procs), sum(r[3] for r in procs)])
     ours = totals[0][2]
     for row in totals:
         pss = row[2]
