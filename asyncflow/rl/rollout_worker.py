@@ -191,8 +191,9 @@ class RolloutWorker:
                     truncations.append((t, int(i), next_obs[i].copy()))
             if resetting.any():
                 values[t, resetting] = 0.0
-                book.lengths[resetting] -= 1  # book.add counts every lane
-            book.add(np.where(resetting, 0.0, rewards[t]))
+                book.add(rewards[t], stepped=~resetting)
+            else:
+                book.add(rewards[t])
             for i in np.flatnonzero(ended):
                 book.end(int(i))
             self.obs = next_obs

@@ -75,10 +75,14 @@ class EpisodeBook:
         self._next += 1
         return self.worker_index * 1_000_000_000 + self._next
 
-    def add(self, rewards: np.ndarray) -> None:
-        """One step of every lane, with these rewards."""
-        self.returns += rewards
-        self.lengths += 1
+    def add(self, rewards: np.ndarray, stepped: np.ndarray | None = None) -> None:
+        """One step of every lane (or of the lanes where ``stepped`` is set), with these rewards."""
+        if stepped is None:
+            self.returns += rewards
+            self.lengths += 1
+        else:
+            self.returns += np.where(stepped, rewards, 0.0)
+            self.lengths += stepped
 
     def end(self, lane: int) -> float:
         """Close ``lane``'s episode (recorded as completed) and start a new one; returns its return."""
