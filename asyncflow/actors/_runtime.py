@@ -245,18 +245,24 @@ def start_fork_server(preload: Sequence[str] | None = None) -> None:
         preload_with_quick_exit(default_preload() if preload is None else preload)
     )
     if threading.current_thread() is threading.main_thread():
-        # Started with SIGINT ignored (the disposition survives exec), the server
-        # and its children stay quiet on a Ctrl-C: the driver stops them itself.
-        # Otherwise a Ctrl-C while the server imports torch printed its own
-        # KeyboardInterrupt traceback among the driver's.
+        # Started with SIGINT blocked (the signal mask survives fork and exec), the
+        # server stays quiet on a Ctrl-C while it imports torch, then ignores SIGINT
+        # itself (forkserver.main); its actors ignore it too (_worker.main): the
+        # driver stops them. Blocked, not ignored, in this process, as the resource
+        # tracker's own start does: a Ctrl-C that comes in the meantime waits and is
+        # raised here once the server is started. Ignoring it for that moment lost it,
+        # and the driver trained on (1 CI run in several, since this runs while the
+        # driver imports torch).
+        # The tracker first: its start unblocks SIGINT when it is done.
         global _tracker_started_with_server
-        previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+        if multiprocessing.resource_tracker._resource_tracker._fd is None:  # type: ignore[attr-defined]
+            _tracker_started_with_server = True
+        multiprocessing.resource_tracker.ensure_running()
+        previous = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
         try:
-            if multiprocessing.resource_tracker._resource_tracker._fd is None:  # type: ignore[attr-defined]
-                _tracker_started_with_server = True
             multiprocessing.forkserver.ensure_running()
         finally:
-            signal.signal(signal.SIGINT, previous)
+            signal.pthread_sigmask(signal.SIG_SETMASK, previous)
     warmup = threading.Thread(target=_warm_forkserver, name="asyncflow-forkserver-warmup", daemon=True)
     warmup.start()
     _warmups[:] = [*(t for t in _warmups if t.is_alive()), warmup]

@@ -74,8 +74,11 @@ def method_table(obj: object) -> dict[str, bool]:
 
 def main(boot: Bootstrap) -> None:
     """Entry point of an actor process."""
-    # Ctrl-C belongs to the driver, which stops its actors in order.
+    # Ctrl-C belongs to the driver, which stops its actors in order. Ignored, and no
+    # longer blocked as the fork server was started with it (start_fork_server), so that
+    # what an actor starts itself does not inherit a blocked SIGINT.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
     _limit_threads(boot.torch_threads)
     loop: asyncio.AbstractEventLoop
     try:
