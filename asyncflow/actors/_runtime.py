@@ -19,7 +19,6 @@ import multiprocessing.forkserver
 import multiprocessing.resource_tracker
 import os
 import signal
-import sys
 import threading
 import weakref
 from collections.abc import AsyncIterator, Callable, Sequence
@@ -34,7 +33,7 @@ from ._local import LocalTransport
 from ._process import ProcessOptions, ProcessTransport
 from ._ring import sweep_stale_segments
 from ._serialize import dumps_by_value
-from ._server_exit import preload_with_quick_exit
+from ._server_exit import imported_by_the_fork_server, preload_with_quick_exit
 
 __all__ = ["Runtime", "RuntimeStatistics", "open_runtime", "start_fork_server", "stop_fork_server"]
 
@@ -284,7 +283,7 @@ def start_fork_server_early() -> None:
         return
     if multiprocessing.parent_process() is not None or threading.current_thread() is not threading.main_thread():
         return
-    if _fork_server_pid() is not None or "multiprocessing.forkserver" in _calling_modules():
+    if _fork_server_pid() is not None or imported_by_the_fork_server():
         return
     start_fork_server()
 
@@ -314,14 +313,6 @@ def stop_fork_server() -> None:
 
 def _fork_server_pid() -> int | None:
     return multiprocessing.forkserver._forkserver._forkserver_pid  # type: ignore[attr-defined, no-any-return]
-
-
-def _calling_modules() -> set[str]:
-    names, frame = set(), sys._getframe(1)
-    while frame is not None:
-        names.add(frame.f_globals.get("__name__", ""))
-        frame = frame.f_back  # type: ignore[assignment]
-    return names
 
 
 def _warm_forkserver() -> None:

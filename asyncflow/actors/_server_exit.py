@@ -20,7 +20,7 @@ import os
 import sys
 from collections.abc import Sequence
 
-__all__ = ["preload_with_quick_exit"]
+__all__ = ["imported_by_the_fork_server", "preload_with_quick_exit"]
 
 MODULE = __name__
 
@@ -30,7 +30,8 @@ def preload_with_quick_exit(preload: Sequence[str]) -> list[str]:
     return [m for m in preload if m != MODULE] + [MODULE]
 
 
-def _imported_by_the_fork_server() -> bool:
+def imported_by_the_fork_server() -> bool:
+    """Whether this code runs inside the fork server's ``main`` (its preload)."""
     frame = sys._getframe(1)
     while frame is not None:
         if frame.f_code.co_name == "main" and frame.f_globals.get("__name__") == "multiprocessing.forkserver":
@@ -46,5 +47,5 @@ def _leave_now() -> None:
     os._exit(0)
 
 
-if _imported_by_the_fork_server():
+if imported_by_the_fork_server():
     atexit.register(_leave_now)

@@ -40,18 +40,18 @@ def make_env(spec: EnvSpec) -> gym.Env[Any, Any]:
     raise ConfigError(f"env: expected a gymnasium id or a callable, not {type(spec).__name__}")
 
 
-def check_vector_env(spec: EnvSpec, field: str = "vector_env") -> None:
+def check_vector_env(spec: EnvSpec) -> None:
     """ConfigError unless ``spec`` is a gymnasium id with its own vectorized implementation
     (a ``vector_entry_point``, as CartPole-v1 has), which ``make_vector_env`` builds."""
     if not isinstance(spec, str):
-        raise ConfigError(f"{field}: needs a gymnasium id whose vectorized implementation gymnasium knows, "
+        raise ConfigError("vector_env: needs a gymnasium id whose vectorized implementation gymnasium knows, "
                           "not a callable")  # fmt: skip
     try:
         registered = gym.spec(spec)
     except gym.error.Error as exc:
         raise ConfigError(f"env: unknown environment {spec!r} ({exc})") from exc
     if registered.vector_entry_point is None:
-        raise ConfigError(f"{field}: {spec!r} has no vectorized implementation in gymnasium "
+        raise ConfigError(f"vector_env: {spec!r} has no vectorized implementation in gymnasium "
                           "(no vector_entry_point); leave vector_env off")  # fmt: skip
 
 

@@ -143,14 +143,9 @@ class RolloutWorker:
             book.add(rewards[t])
             for i in ended:
                 book.end(i)
-        if check is not None:
-            self._check_finite(check, obs_buf, rewards, next_buf, truncations)
-        self.env_steps = first + steps
         segment = Segment(obs_buf, np.stack(actions), rewards, dones, terminateds, logps, values, eps,
                           last_obs=self.obs, next_obs=next_buf, truncations=truncations)  # fmt: skip
-        columns = self.postprocessing(segment, policy.values)
-        returns, lengths = book.take()
-        return SampleBatch(columns, episode_returns=returns, episode_lengths=lengths)
+        return self._batch(segment)
 
     def _buffers(self, steps: int, n: int) -> tuple[Any, ...]:
         """One sample's arrays, ``(steps, n, ...)``: observations, next observations (or None),
@@ -189,24 +184,26 @@ class RolloutWorker:
             if ended.any():
                 for i in np.flatnonzero(truncated & ~terminated):
                     truncations.append((t, int(i), next_obs[i].copy()))
-            if resetting.any():
-                values[t, resetting] = 0.0
-                book.add(rewards[t], stepped=~resetting)
-            else:
-                book.add(rewards[t])
+            values[t, resetting] = 0.0
+            book.add(rewards[t], stepped=~resetting)
             for i in np.flatnonzero(ended):
                 book.end(int(i))
             self.obs = next_obs
             self.resetting = ended
-        if check is not None:
-            self._check_finite(check, obs_buf, rewards, next_buf, truncations)
-        self.env_steps = first + steps
         segment = Segment(obs_buf, np.stack(actions), rewards, dones, terminateds, logps, values, eps,
                           last_obs=self.obs, next_obs=next_buf, truncations=truncations)  # fmt: skip
-        columns = self.postprocessing(segment, policy.values)
-        if skipped.any():
+        return self._batch(segment, skipped)
+
+    def _batch(self, segment: Segment, skipped: np.ndarray | None = None) -> SampleBatch:
+        """The sample's batch: checked for NaN and inf, postprocessed, without the
+        ``skipped`` steps (``(T, k)``, the vector env's autoresets), with its episodes."""
+        if self.checker is not None:
+            self._check_finite(self.checker, segment.obs, segment.rewards, segment.next_obs, segment.truncations)
+        self.env_steps = self.env_steps + self.fragment
+        columns = self.postprocessing(segment, self.policy.values)
+        if skipped is not None and skipped.any():
             columns = drop_rows(columns, np.swapaxes(skipped, 0, 1).reshape(-1))
-        returns, lengths = book.take()
+        returns, lengths = self.episodes.take()
         return SampleBatch(columns, episode_returns=returns, episode_lengths=lengths)
 
     def _check_vector_obs(self, check: EnvChecker, obs: Any, steps: np.ndarray | int) -> None:
