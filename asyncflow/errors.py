@@ -8,6 +8,7 @@
     │   └── CheckpointImportError  a sound checkpoint whose code (an env's module) cannot be imported here
     ├── TrainingError              the run stopped rather than go on with garbage
     │   ├── EnvOutputError         an env's output broke its own space (shape, dtype, NaN or inf)
+    │   ├── EnvStepTimeoutError    an async env's step did not come back within env_step_timeout_s
     │   └── NonFiniteError         too many updates in a row had a NaN or inf loss or gradient
     └── ActorError                 something about an actor call went wrong
         ├── ActorDiedError         the peer died (crash, kill -9, OOM); carries the exit code
@@ -35,6 +36,7 @@ __all__ = [
     "ClosedError",
     "ConfigError",
     "EnvOutputError",
+    "EnvStepTimeoutError",
     "NonFiniteError",
     "RemoteError",
     "RemoteTraceback",
@@ -71,6 +73,11 @@ class CheckpointImportError(CheckpointError, ImportError):
 
 class TrainingError(AsyncflowError):
     """The run stopped because going on would have trained on garbage."""
+
+
+class EnvStepTimeoutError(TrainingError, TimeoutError):
+    """An async env's ``step`` or ``reset`` did not come back within ``env_step_timeout_s``
+    (raised when ``restart_failed_envs=False``; otherwise the env is replaced and counted)."""
 
 
 class EnvOutputError(TrainingError, ValueError):

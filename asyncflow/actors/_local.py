@@ -15,7 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ..errors import ClosedError
-from ._worker import method_table
+from ._worker import close_actor_object, method_table
 
 __all__ = ["LocalTransport"]
 
@@ -92,7 +92,8 @@ class LocalTransport:
             task.cancel()
         if self._tasks:
             await asyncio.wait(list(self._tasks))
-        self._obj = None
+        obj, self._obj = self._obj, None
+        await close_actor_object(obj)
 
     async def kill(self) -> None:
         raise RuntimeError(f"actor {self.name!r} runs in this process (the local backend): it cannot be killed")

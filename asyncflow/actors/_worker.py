@@ -3,7 +3,9 @@
 ``main`` runs in the child. It attaches to the rings the driver created,
 builds the object, says READY with its method table, and then serves calls
 whenever its doorbell fires. Sync methods run inline, in arrival order;
-``async def`` methods run as tasks, so they overlap. A watchdog thread exits
+``async def`` methods run as tasks, so they overlap. A polite stop cancels
+the calls still running, then awaits the object's ``aclose()`` if it has one
+(``close_actor_object``): an actor that holds connections closes them. A watchdog thread exits
 the process (after unlinking the rings) as soon as the driver disappears,
 even while a long sync method holds the loop.
 """
@@ -70,6 +72,20 @@ def method_table(obj: object) -> dict[str, bool]:
         if callable(attr):
             table[name] = inspect.iscoroutinefunction(attr)
     return table
+
+
+async def close_actor_object(obj: object) -> None:
+    """Await ``obj.aclose()`` if the actor's object has one (an ``async def``); what it
+    raises is printed, not raised: the actor is stopping either way."""
+    aclose = getattr(obj, "aclose", None)
+    if aclose is None or not inspect.iscoroutinefunction(aclose):
+        return
+    try:
+        await aclose()
+    except Exception:  # noqa: BLE001 - reported, the stop goes on
+        import traceback
+
+        traceback.print_exc()
 
 
 def main(boot: Bootstrap) -> None:
@@ -139,6 +155,7 @@ class _Server:
         self.tasks: dict[int, asyncio.Task[Any]] = {}
         self.methods: dict[str, tuple[Callable[..., Any], bool]] = {}
         self.stopped: asyncio.Future[None] | None = None
+        self.obj: object = None
 
     async def serve(self) -> None:
         loop = asyncio.get_running_loop()
@@ -153,6 +170,7 @@ class _Server:
             self.sender.send(0, Kind.READY, pack_error(exc, f"while constructing actor {self.boot.name!r}"))
             return
         self.methods = {name: (getattr(obj, name), is_async) for name, is_async in table.items()}
+        self.obj = obj
         self.sender.send(0, Kind.READY, table)
         bell = self.endpoint.bell
         loop.add_reader(bell.read_fd, self.on_wake)
@@ -165,6 +183,7 @@ class _Server:
                 task.cancel()
             if self.tasks:
                 await asyncio.wait(list(self.tasks.values()))
+            await close_actor_object(self.obj)
 
     def on_wake(self) -> None:
         messages, more = self.endpoint.pump(PUMP_BUDGET)

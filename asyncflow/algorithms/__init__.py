@@ -9,7 +9,7 @@ from ..actors import start_fork_server_early
 
 start_fork_server_early()
 
-from ._base import Algorithm  # noqa: E402
+from ._base import Algorithm, ResumeWarning  # noqa: E402
 from ._config import AlgorithmConfig  # noqa: E402
 from .a2c import A2C, A2CConfig  # noqa: E402
 from .a3c import A3C, A3CConfig  # noqa: E402
@@ -61,6 +61,7 @@ __all__ = [
     "DQNConfig",
     "PGConfig",
     "PPOConfig",
+    "ResumeWarning",
     "SACConfig",
     "TD3Config",
     "TwoTrainer",

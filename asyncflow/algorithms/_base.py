@@ -15,6 +15,7 @@ import contextlib
 import functools
 import os
 import time
+import warnings
 from collections.abc import AsyncIterator, Awaitable
 from pathlib import Path
 from typing import Any, ClassVar
@@ -28,7 +29,8 @@ from ..errors import CheckpointError, ConfigError
 from ..flow._context import FlowContext, _current
 from ..flow.train import _off_loop
 from ..rl.actor_critic import ActorCriticPolicy
-from ..rl.env import check_vector_env, probe_spaces
+from ..rl.async_worker import AsyncRolloutWorker
+from ..rl.env import check_vector_env, probe_env
 from ..rl.env_checks import env_name
 from ..rl.models import build_model, check_model, model_name
 from ..rl.models.config import ModelConfig
@@ -40,7 +42,11 @@ from ..rl.worker_set import WorkerSet
 from ._checkpoint import read_checkpoint, write_checkpoint
 from ._config import AlgorithmConfig
 
-__all__ = ["Algorithm"]
+__all__ = ["Algorithm", "ResumeWarning"]
+
+
+class ResumeWarning(UserWarning):
+    """A restored run could not put back everything (an ``AsyncEnv``'s episodes)."""
 
 
 class Algorithm:
@@ -76,12 +82,20 @@ class Algorithm:
         self._plan: AsyncIterator[dict[str, Any]] | None = None
         self._restoring: dict[str, Any] | None = None
 
+    async_env = False
+    """Whether the env is an ``AsyncEnv`` (set by ``check_env``)."""
+
     def check_env(self) -> None:
         """Build the environment once to learn its spaces, and the model once on a sample
         observation; raise ConfigError if the spaces or the model do not fit."""
         if self.config.vector_env:
             self.check_vector_env()
-        self.observation_space, self.action_space = probe_spaces(self.config.env)
+        probe = probe_env(self.config.env)
+        self.observation_space, self.action_space = probe.observation_space, probe.action_space
+        self.async_env = probe.is_async
+        if probe.is_async and self.config.vector_env:
+            raise ConfigError("vector_env: the env is an AsyncEnv, whose envs step concurrently already; "
+                              "leave vector_env off")  # fmt: skip
         self.check_model(self.config.model, self.observation_space, self.action_space)
 
     def check_vector_env(self) -> None:
@@ -198,10 +212,18 @@ class Algorithm:
     def spawn_workers(self, runtime: Runtime) -> list[Awaitable[ActorHandle]]:
         """Start the rollout workers (awaitables, gathered while the learner is built)."""
         c = self.config
+        if self.async_env:
+            worker: Any = AsyncRolloutWorker.create
+            options: dict[str, Any] = {"min_ready": c.min_ready or max(1, c.num_envs_per_worker // 4),
+                                       "ready_timeout_s": c.ready_timeout_s,
+                                       "env_step_timeout_s": c.env_step_timeout_s,
+                                       "restart_failed_envs": c.restart_failed_envs}  # fmt: skip
+        else:
+            worker, options = RolloutWorker, {"vector_env": c.vector_env}
         factory = self.policy_factory()
         return [
             runtime.spawn(
-                RolloutWorker,
+                worker,
                 c.env,
                 policy_factory=factory,
                 num_envs=c.num_envs_per_worker,
@@ -212,7 +234,7 @@ class Algorithm:
                 worker_index=i + 1,
                 use_critic=self.use_critic,
                 check_env_output=c.check_env_output,
-                vector_env=c.vector_env,
+                **options,
                 **self.worker_options(),
                 name=f"{self.name}-worker-{i + 1}",
                 max_restarts=c.max_worker_restarts,
@@ -267,6 +289,10 @@ class Algorithm:
 
     async def _load_state(self, payload: dict[str, Any]) -> None:
         states = payload["workers"]
+        if self.async_env:
+            warnings.warn(f"{env_name(self.config.env)!r} is an AsyncEnv, whose episodes cannot be saved "
+                          "mid-episode: the resumed run starts fresh episodes (policy, counters and "
+                          "statistics continue)", ResumeWarning, stacklevel=2)  # fmt: skip
         if len(states) != len(self.workers):
             raise CheckpointError(f"the checkpoint has {len(states)} workers, this run {len(self.workers)}")
         await _off_loop(set_state, self.learner, payload["learner"])

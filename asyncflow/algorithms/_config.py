@@ -101,7 +101,8 @@ class AlgorithmConfig:
     """Fields every algorithm shares."""
 
     env: EnvSpec = "CartPole-v1"
-    """A gymnasium id, or a callable that returns a gymnasium.Env."""
+    """A gymnasium id, or a callable that returns a gymnasium.Env or an ``AsyncEnv`` (a class
+    whose ``reset``, ``step`` and ``close`` are coroutines: ``asyncflow.rl.AsyncEnv``)."""
     num_workers: int = field(2, min=0)
     """Rollout worker processes; 0 samples in the driver."""
     num_envs_per_worker: int = field(8, min=1)
@@ -146,6 +147,19 @@ class AlgorithmConfig:
     check_env_output: bool = True
     """Check every observation's shape and dtype against the space, and observations and
     rewards for NaN and inf (an ``EnvOutputError`` names the env, worker, field and step)."""
+    min_ready: int | None = field(None, min=1)
+    """Async envs (``AsyncEnv``): a worker acts once this many of its envs have answered (or
+    ``ready_timeout_s`` has passed); None: a quarter of ``num_envs_per_worker``. Set it to
+    ``num_envs_per_worker`` with ``ready_timeout_s=None`` for lock step."""
+    ready_timeout_s: float | None = field(0.002, min=0)
+    """Async envs: how long a worker waits for ``min_ready`` envs before it acts for those
+    that have answered (None: until ``min_ready`` have)."""
+    env_step_timeout_s: float | None = field(30.0, min=0, exclusive_min=True)
+    """Async envs: a ``step`` or ``reset`` that takes longer gets its env closed and replaced
+    (``num_env_step_timeouts`` in results); None: wait forever."""
+    restart_failed_envs: bool = True
+    """Async envs: replace an env whose step raised or timed out (``num_env_errors``,
+    ``num_env_step_timeouts``); False: the run fails with the env's own traceback."""
 
     def __post_init__(self) -> None:
         hints = typing.get_type_hints(type(self))
@@ -166,6 +180,9 @@ class AlgorithmConfig:
                 if high is not None and value > high:
                     raise ConfigError(f"{f.name}: must be <= {high}, got {value}")
         object.__setattr__(self, "model", model_spec(self.model))
+        if self.min_ready is not None and self.min_ready > self.num_envs_per_worker:
+            raise ConfigError(f"min_ready: must be <= num_envs_per_worker ({self.num_envs_per_worker}), "
+                              f"got {self.min_ready}")  # fmt: skip
         for name in ("learner_device", "worker_device"):
             resolve_device(getattr(self, name), name)  # a device this machine lacks fails here
 

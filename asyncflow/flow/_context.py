@@ -25,6 +25,8 @@ NUM_ENV_STEPS_SAMPLED = "num_env_steps_sampled"
 NUM_ENV_STEPS_TRAINED = "num_env_steps_trained"
 NUM_AGENT_STEPS_SAMPLED = "num_agent_steps_sampled"
 NUM_LEARNER_STEPS = "num_learner_steps"
+NUM_ENV_STEP_TIMEOUTS = "num_env_step_timeouts"
+NUM_ENV_ERRORS = "num_env_errors"
 TRAINING_ITERATION = "training_iteration"
 
 

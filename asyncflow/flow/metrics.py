@@ -8,7 +8,15 @@ from typing import Any, TypeVar
 
 import numpy as np
 
-from ._context import NUM_ENV_STEPS_SAMPLED, NUM_ENV_STEPS_TRAINED, TRAINING_ITERATION, FlowContext, current_context
+from ._context import (
+    NUM_ENV_ERRORS,
+    NUM_ENV_STEP_TIMEOUTS,
+    NUM_ENV_STEPS_SAMPLED,
+    NUM_ENV_STEPS_TRAINED,
+    TRAINING_ITERATION,
+    FlowContext,
+    current_context,
+)
 from ._util import closing, named
 
 __all__ = ["once_per_interval", "once_per_steps", "report_metrics"]
@@ -73,6 +81,8 @@ async def report_metrics(source: AsyncIterable[Any], ctx: FlowContext | None = N
                     "time_this_iter_s": elapsed,
                     "time_total_s": elapsed_total,
                     "num_workers_restarted": ctx.workers_restarted,
+                    "num_env_step_timeouts": ctx.get(NUM_ENV_STEP_TIMEOUTS),
+                    "num_env_errors": ctx.get(NUM_ENV_ERRORS),
                     "policy_return_mean": {p: float(np.mean(r)) for p, r in ctx.policy_returns.items() if r},
                     "timers": {f"{k}_time_ms": 1000 * t.mean_s for k, t in ctx.timers.items()},
                     "learner": dict(ctx.learner_info),

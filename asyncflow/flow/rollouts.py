@@ -12,7 +12,14 @@ import numpy as np
 from ..actors import ActorHandle
 from ..rl.sample_batch import MultiAgentBatch, SampleBatch, concat_samples
 from ..rl.worker_set import WorkerSet
-from ._context import NUM_AGENT_STEPS_SAMPLED, NUM_ENV_STEPS_SAMPLED, FlowContext, current_context
+from ._context import (
+    NUM_AGENT_STEPS_SAMPLED,
+    NUM_ENV_ERRORS,
+    NUM_ENV_STEP_TIMEOUTS,
+    NUM_ENV_STEPS_SAMPLED,
+    FlowContext,
+    current_context,
+)
 from ._util import closing, named
 
 __all__ = ["GradientsItem", "async_gradients", "parallel_rollouts"]
@@ -21,6 +28,9 @@ __all__ = ["GradientsItem", "async_gradients", "parallel_rollouts"]
 def _record(ctx: FlowContext, batch: SampleBatch | MultiAgentBatch, workers: WorkerSet) -> None:
     ctx.add(NUM_ENV_STEPS_SAMPLED, len(batch))
     ctx.record_episodes(batch.episode_returns, batch.episode_lengths)
+    if isinstance(batch, SampleBatch) and (batch.env_step_timeouts or batch.env_errors):
+        ctx.add(NUM_ENV_STEP_TIMEOUTS, batch.env_step_timeouts)
+        ctx.add(NUM_ENV_ERRORS, batch.env_errors)
     if isinstance(batch, MultiAgentBatch):
         ctx.add(NUM_AGENT_STEPS_SAMPLED, batch.agent_steps)
         ctx.record_policy_returns(batch.policy_returns)

@@ -1,9 +1,11 @@
 """RL building blocks, usable without any dataflow."""
 
 from .actor_critic import ActorCritic, ActorCriticPolicy, LossFn
+from .async_env import AsyncEnv, AsyncEnvAdapter, is_async_env
+from .async_worker import AsyncRolloutWorker
 from .continuous import DeterministicPolicy, SACLearner, SquashedGaussianPolicy, TD3Learner
 from .device import resolve_device
-from .env import EnvSpec, make_env, probe_spaces
+from .env import EnvProbe, EnvSpec, make_async_env, make_env, probe_env, probe_spaces
 from .models import ActorCriticModel, ContinuousModel, ModelConfig, ModelSpec, QModel
 from .multi_agent import MultiAgentCartPole, MultiAgentEnv, PettingZooEnv, make_multi_agent_env
 from .multi_agent_worker import MultiAgentRolloutWorker, PolicySpec
@@ -22,9 +24,13 @@ __all__ = [
     "ActorCritic",
     "ActorCriticModel",
     "ActorCriticPolicy",
+    "AsyncEnv",
+    "AsyncEnvAdapter",
+    "AsyncRolloutWorker",
     "ContinuousModel",
     "DQNLearner",
     "DeterministicPolicy",
+    "EnvProbe",
     "EnvSpec",
     "EpisodeBook",
     "EpsilonGreedyPolicy",
@@ -57,8 +63,11 @@ __all__ = [
     "compute_nstep",
     "concat_samples",
     "discount_cumsum",
+    "is_async_env",
+    "make_async_env",
     "make_env",
     "make_multi_agent_env",
+    "probe_env",
     "probe_spaces",
     "resolve_device",
     "vtrace",

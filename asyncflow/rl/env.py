@@ -1,26 +1,35 @@
-"""Building environments from a gymnasium id or a callable, with early checks."""
+"""Building environments from a gymnasium id or a callable, with early checks.
+
+A callable may return a gymnasium env or an ``AsyncEnv`` (``async_env.py``);
+``probe_env`` builds one in the driver and says which it is.
+"""
 
 from __future__ import annotations
 
 import importlib
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import gymnasium as gym
 
 from ..errors import ConfigError
+from .async_env import AsyncEnv, is_async_env, run_coroutine
 
 __all__ = [
+    "EnvProbe",
     "EnvSpec",
     "check_vector_env",
     "import_attribute",
+    "make_async_env",
     "make_env",
     "make_vector_env",
+    "probe_env",
     "probe_spaces",
     "resolve_env",
 ]
 
-EnvSpec = str | Callable[[], gym.Env[Any, Any]]
+EnvSpec = str | Callable[[], gym.Env[Any, Any] | AsyncEnv]
 
 
 def make_env(spec: EnvSpec) -> gym.Env[Any, Any]:
@@ -32,12 +41,30 @@ def make_env(spec: EnvSpec) -> gym.Env[Any, Any]:
             return gym.make(spec)
         except gym.error.Error as exc:
             raise ConfigError(f"env: unknown environment {spec!r} ({exc})") from exc
-    if callable(spec):
-        env = spec()
-        if not isinstance(env, gym.Env):
-            raise ConfigError(f"env: the callable returned {type(env).__name__}, not a gymnasium.Env")
+    env = _call(spec)
+    if not isinstance(env, gym.Env):
+        raise ConfigError(f"env: the callable returned an AsyncEnv ({type(env).__name__}) where a gymnasium.Env "
+                          "is needed")  # fmt: skip
+    return env
+
+
+def make_async_env(spec: EnvSpec) -> AsyncEnv:
+    """Build an ``AsyncEnv`` from a callable; ConfigError if it returns anything else."""
+    env = _call(spec)
+    if isinstance(env, gym.Env):
+        raise ConfigError(f"env: the callable returned a gymnasium.Env ({type(env).__name__}) where an AsyncEnv "
+                          "is needed")  # fmt: skip
+    return env
+
+
+def _call(spec: EnvSpec) -> gym.Env[Any, Any] | AsyncEnv:
+    if not callable(spec):
+        raise ConfigError(f"env: expected a gymnasium id or a callable, not {type(spec).__name__}")
+    env = spec()
+    if isinstance(env, gym.Env) or is_async_env(env):
         return env
-    raise ConfigError(f"env: expected a gymnasium id or a callable, not {type(spec).__name__}")
+    raise ConfigError(f"env: the callable returned {type(env).__name__}, neither a gymnasium.Env nor an AsyncEnv "
+                      "(async def reset and step)")  # fmt: skip
 
 
 def check_vector_env(spec: EnvSpec) -> None:
@@ -73,13 +100,37 @@ def make_vector_env(spec: EnvSpec, num_envs: int) -> gym.vector.VectorEnv[Any, A
     return vector
 
 
+@dataclass(frozen=True)
+class EnvProbe:
+    """What the driver learns from building an env once."""
+
+    observation_space: gym.Space[Any]
+    action_space: gym.Space[Any]
+    is_async: bool
+    """The env is an ``AsyncEnv`` (its workers step it with ``await``)."""
+
+
+def probe_env(spec: EnvSpec) -> EnvProbe:
+    """Build the environment once in the driver to learn (and check) its spaces and kind;
+    an ``AsyncEnv`` is closed without a reset (``run_coroutine``)."""
+    env = make_env(spec) if isinstance(spec, str) else _call(spec)
+    try:
+        spaces = (getattr(env, "observation_space", None), getattr(env, "action_space", None))
+        for name, space in zip(("observation_space", "action_space"), spaces, strict=True):
+            if not isinstance(space, gym.Space):
+                raise ConfigError(f"env: {type(env).__name__}.{name} is {space!r}, not a gymnasium space")
+        return EnvProbe(spaces[0], spaces[1], is_async=not isinstance(env, gym.Env))  # type: ignore[arg-type]
+    finally:
+        if isinstance(env, gym.Env):
+            env.close()
+        else:
+            run_coroutine(env.close())
+
+
 def probe_spaces(spec: EnvSpec) -> tuple[gym.Space[Any], gym.Space[Any]]:
     """Build the environment once in the driver to learn (and check) its spaces."""
-    env = make_env(spec)
-    try:
-        return env.observation_space, env.action_space
-    finally:
-        env.close()
+    probe = probe_env(spec)
+    return probe.observation_space, probe.action_space
 
 
 def _import(module_name: str, field: str) -> Any:

@@ -38,16 +38,56 @@ from .state import pickle_attributes, unpickle_attributes
 from .trajectory import EpisodeBook, Postprocessing, PostprocessMode, Segment, drop_rows, worker_seed
 from .tree import tree_assign, tree_map, tree_zeros
 
-__all__ = ["RolloutWorker"]
+__all__ = ["PolicyDelegation", "RolloutWorker", "check_segment_finite", "default_policy"]
 
 
-def _default_policy(observation_space: Any, action_space: Any, *, seed: int, worker_index: int) -> Any:
+def default_policy(observation_space: Any, action_space: Any, *, seed: int, worker_index: int) -> Any:
+    """The built-in actor-critic policy (a ``PolicyFactory``), for workers given none."""
     from .actor_critic import ActorCriticPolicy
 
     return ActorCriticPolicy(observation_space, action_space, seed=seed)
 
 
-class RolloutWorker:
+class PolicyDelegation:
+    """A worker's weight and learning calls, delegated to its ``policy``."""
+
+    policy: Any
+
+    def get_weights(self) -> FlatWeights:
+        """The policy's weights."""
+        return self.policy.get_weights()  # type: ignore[no-any-return]
+
+    def set_weights(self, weights: FlatWeights) -> None:
+        """Load new policy weights."""
+        self.policy.set_weights(weights)
+
+    def compute_gradients(self, batch: SampleBatch) -> tuple[list[np.ndarray], dict[str, float]]:
+        """Gradients of the policy's loss on ``batch``."""
+        return self.policy.compute_gradients(batch)  # type: ignore[no-any-return]
+
+    def apply_gradients(self, grads: Sequence[np.ndarray]) -> None:
+        """Apply gradients to the local policy."""
+        self.policy.apply_gradients(grads)
+
+    def learn_on_batch(self, batch: SampleBatch) -> dict[str, float]:
+        """One local training pass on ``batch``."""
+        return self.policy.learn_on_batch(batch)  # type: ignore[no-any-return]
+
+
+def check_segment_finite(check: EnvChecker, seg: Segment, first: np.ndarray) -> None:
+    """NaN and inf anywhere in a segment, before it leaves the worker: the observations
+    (row ``t`` came from each lane's step ``first + t``: row 0 from the last step before
+    the segment), the rewards and next observations (step ``first + t + 1``), the
+    observations that end episodes, and the next one to act on (``first + T``)."""
+    check.finite_steps(first, 0, observations=seg.obs)
+    check.finite_steps(first, 1, rewards=seg.rewards, observations=seg.next_obs)
+    last = tree_map(lambda x: x[None], seg.last_obs)
+    check.finite_steps(first, len(seg.rewards), observations=last)
+    for t, lane, obs in seg.truncations:
+        check.finite(obs, 0.0, lane, int(first[lane]) + t + 1)
+
+
+class RolloutWorker(PolicyDelegation):
     """Environments plus a policy: ``sample()`` returns one postprocessed ``SampleBatch``.
 
     ``policy_factory`` builds the policy (a ``PolicyFactory``; by default the
@@ -84,7 +124,7 @@ class RolloutWorker:
             action_space = self.vector.single_action_space
         else:
             self.observation_space, action_space = self.envs[0].observation_space, self.envs[0].action_space
-        factory = policy_factory or _default_policy
+        factory = policy_factory or default_policy
         self.policy: Any = factory(self.observation_space, action_space, seed=base, worker_index=worker_index)
         self.checker = EnvChecker(env, self.observation_space, worker_index) if check_env_output else None
         self.env_steps = np.zeros(num_envs, np.int64)  # each sub-env's steps so far (named in env errors)
@@ -198,7 +238,7 @@ class RolloutWorker:
         """The sample's batch: checked for NaN and inf, postprocessed, without the
         ``skipped`` steps (``(T, k)``, the vector env's autoresets), with its episodes."""
         if self.checker is not None:
-            self._check_finite(self.checker, segment.obs, segment.rewards, segment.next_obs, segment.truncations)
+            check_segment_finite(self.checker, segment, self.env_steps)
         self.env_steps = self.env_steps + self.fragment
         columns = self.postprocessing(segment, self.policy.values)
         if skipped is not None and skipped.any():
@@ -216,42 +256,6 @@ class RolloutWorker:
             for i in range(self.num_envs):
                 check.observation(obs[i], i, int(lane_steps[i]))
         check.observation(obs, 0, int(lane_steps[0]))  # not one row per lane: lane 0's error names it
-
-    def _check_finite(
-        self, check: EnvChecker, obs_buf: Any, rewards: np.ndarray, next_buf: Any, truncations: list[Any]
-    ) -> None:
-        """NaN and inf anywhere in the sample, before it leaves the worker: the observations
-        (row ``t`` came from step ``t`` of this sample, row 0 from the last of the previous
-        one), the rewards, the observations that end episodes, and the next one to act on."""
-        first = self.env_steps
-        check.finite_steps(first, 0, observations=obs_buf)
-        check.finite_steps(first, 1, rewards=rewards, observations=next_buf)
-        last = tree_map(lambda x: x[None], self.obs)
-        check.finite_steps(first, self.fragment, observations=last)
-        for t, lane, obs in truncations:
-            check.finite(obs, 0.0, lane, int(first[lane]) + t + 1)
-
-    # -- weights and learning, delegated to the policy -------------------
-
-    def get_weights(self) -> FlatWeights:
-        """The policy's weights."""
-        return self.policy.get_weights()  # type: ignore[no-any-return]
-
-    def set_weights(self, weights: FlatWeights) -> None:
-        """Load new policy weights."""
-        self.policy.set_weights(weights)
-
-    def compute_gradients(self, batch: SampleBatch) -> tuple[list[np.ndarray], dict[str, float]]:
-        """Gradients of the policy's loss on ``batch``."""
-        return self.policy.compute_gradients(batch)  # type: ignore[no-any-return]
-
-    def apply_gradients(self, grads: Sequence[np.ndarray]) -> None:
-        """Apply gradients to the local policy."""
-        self.policy.apply_gradients(grads)
-
-    def learn_on_batch(self, batch: SampleBatch) -> dict[str, float]:
-        """One local training pass on ``batch``."""
-        return self.policy.learn_on_batch(batch)  # type: ignore[no-any-return]
 
     def sample_with_gradients(self) -> tuple[list[np.ndarray], dict[str, float], SampleBatch]:
         """Sample, then compute gradients on that sample (A3C's worker step).

@@ -49,6 +49,8 @@ class SampleBatch(dict[str, Tree]):
         *,
         episode_returns: Sequence[float] = (),
         episode_lengths: Sequence[int] = (),
+        env_step_timeouts: int = 0,
+        env_errors: int = 0,
     ) -> None:
         super().__init__({k: _column(v) for k, v in (columns or {}).items()})
         lengths = {tree_len(v) for v in self.values()}
@@ -56,6 +58,10 @@ class SampleBatch(dict[str, Tree]):
             raise ValueError(f"columns have different lengths: { {k: tree_len(v) for k, v in self.items()} }")
         self.episode_returns = list(episode_returns)
         self.episode_lengths = list(episode_lengths)
+        self.env_step_timeouts = env_step_timeouts
+        """Async envs replaced while this batch was sampled: a step that timed out ..."""
+        self.env_errors = env_errors
+        """... or raised (``async_worker.py``)."""
         # The worker a batch came from, set by async operators (never pickled).
         self.source: Any = None
 
@@ -69,7 +75,8 @@ class SampleBatch(dict[str, Tree]):
         return len(self)
 
     def __reduce__(self) -> Any:
-        return _rebuild, (dict(self), self.episode_returns, self.episode_lengths)
+        faults = (self.env_step_timeouts, self.env_errors)
+        return _rebuild, (dict(self), self.episode_returns, self.episode_lengths, *faults)
 
     def slice(self, start: int, stop: int) -> SampleBatch:
         """Rows ``start:stop`` (views, not copies)."""
@@ -97,8 +104,11 @@ class SampleBatch(dict[str, Tree]):
         return [self.slice(a, b) for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
 
 
-def _rebuild(columns: dict[str, Tree], returns: list[float], lengths: list[int]) -> SampleBatch:
-    return SampleBatch(columns, episode_returns=returns, episode_lengths=lengths)
+def _rebuild(
+    columns: dict[str, Tree], returns: list[float], lengths: list[int], timeouts: int = 0, errors: int = 0
+) -> SampleBatch:
+    return SampleBatch(columns, episode_returns=returns, episode_lengths=lengths, env_step_timeouts=timeouts,
+                       env_errors=errors)  # fmt: skip
 
 
 def concat_samples(batches: Sequence[SampleBatch]) -> SampleBatch:
@@ -107,7 +117,7 @@ def concat_samples(batches: Sequence[SampleBatch]) -> SampleBatch:
     A single batch is returned as it is, not copied: a plan that concatenates
     at two stages copies each sample once.
     """
-    batches = [b for b in batches if len(b) or b.episode_returns]
+    batches = [b for b in batches if len(b) or b.episode_returns or b.env_step_timeouts or b.env_errors]
     if not batches:
         return SampleBatch()
     if len(batches) == 1:
@@ -120,6 +130,8 @@ def concat_samples(batches: Sequence[SampleBatch]) -> SampleBatch:
         {k: tree_concat([b[k] for b in batches]) for k in keys},
         episode_returns=[r for b in batches for r in b.episode_returns],
         episode_lengths=[n for b in batches for n in b.episode_lengths],
+        env_step_timeouts=sum(b.env_step_timeouts for b in batches),
+        env_errors=sum(b.env_errors for b in batches),
     )
 
 

@@ -63,7 +63,8 @@ class EpisodeBook:
 
     def __init__(self, worker_index: int, lanes: int) -> None:
         self.worker_index = worker_index
-        self._next = 0
+        self.issued = 0
+        """Episode ids handed out so far (a restored worker goes on counting from here)."""
         self.ids = np.array([self.new_id() for _ in range(lanes)], np.int64)
         self.returns = np.zeros(lanes)
         self.lengths = np.zeros(lanes, np.int64)
@@ -72,8 +73,8 @@ class EpisodeBook:
 
     def new_id(self) -> int:
         """A fresh episode id."""
-        self._next += 1
-        return self.worker_index * 1_000_000_000 + self._next
+        self.issued += 1
+        return self.worker_index * 1_000_000_000 + self.issued
 
     def add(self, rewards: np.ndarray, stepped: np.ndarray | None = None) -> None:
         """One step of every lane (or of the lanes where ``stepped`` is set), with these rewards."""
@@ -83,6 +84,16 @@ class EpisodeBook:
         else:
             self.returns += np.where(stepped, rewards, 0.0)
             self.lengths += stepped
+
+    def step(self, lane: int, reward: float) -> None:
+        """One step of one lane (the async worker's lanes step one by one)."""
+        self.returns[lane] += reward
+        self.lengths[lane] += 1
+
+    def drop(self, lane: int) -> None:
+        """Abandon ``lane``'s episode (its env failed): not recorded; a new one starts."""
+        self.returns[lane], self.lengths[lane] = 0.0, 0
+        self.ids[lane] = self.new_id()
 
     def end(self, lane: int) -> float:
         """Close ``lane``'s episode (recorded as completed) and start a new one; returns its return."""
