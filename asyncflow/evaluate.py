@@ -19,7 +19,8 @@ import numpy as np
 
 from .algorithms import Algorithm
 from .errors import ConfigError
-from .rl.env import make_env
+from .rl.async_env import run_coroutine
+from .rl.env import make_async_env, make_env
 from .rl.policy import WorkerPolicy
 from .rl.tree import tree_map
 
@@ -85,6 +86,31 @@ def _write_video(path: Path, frames: list[np.ndarray], fps: int) -> None:
                           "use a .gif, or pip install imageio-ffmpeg for .mp4") from exc  # fmt: skip
 
 
+def _greedy(policy: WorkerPolicy, obs: Any) -> Any:
+    """The policy's greedy action for one observation, as the env takes it."""
+    batch = tree_map(lambda x: np.asarray(x)[None], obs)  # one row, in the space's own dtype
+    return policy.env_actions(policy.greedy_actions(batch))[0]
+
+
+async def _async_episodes(spec: Any, policy: WorkerPolicy, episodes: int, seed: int) -> tuple[list[float], list[int]]:
+    """``episodes`` greedy episodes of an ``AsyncEnv``, one after another, on one env."""
+    env = make_async_env(spec)
+    returns: list[float] = []
+    lengths: list[int] = []
+    try:
+        for episode in range(episodes):
+            obs, _ = await env.reset(seed=seed + episode)
+            total, steps, done = 0.0, 0, False
+            while not done:
+                obs, reward, terminated, truncated, _ = await env.step(_greedy(policy, obs))
+                total, steps, done = total + float(reward), steps + 1, terminated or truncated
+            returns.append(total)
+            lengths.append(steps)
+    finally:
+        await env.close()
+    return returns, lengths
+
+
 def evaluate(
     checkpoint: str | os.PathLike[str],
     episodes: int = 10,
@@ -101,6 +127,11 @@ def evaluate(
         _imageio()  # checked before the episodes are run, not after
         with open(video, "wb"):  # and that the file can be written at all (read-only folder: an OSError now)
             pass
+    if algo.async_env:
+        if video is not None:
+            raise ConfigError("--video needs an env given as a gymnasium id, not an AsyncEnv")
+        played: tuple[list[float], list[int]] = run_coroutine(_async_episodes(algo.config.env, policy, episodes, seed))
+        return Evaluation(played[0], played[1], None)
     env = _render_env(algo.config.env) if video is not None else make_env(algo.config.env)
     returns: list[float] = []
     lengths: list[int] = []
@@ -115,8 +146,7 @@ def evaluate(
                         frames.append(np.asarray(env.render()))
                     except gym.error.DependencyNotInstalled as exc:
                         raise ConfigError(f"--video: {exc}") from exc
-                batch = tree_map(lambda x: np.asarray(x)[None], obs)  # one row, in the space's own dtype
-                action = policy.env_actions(policy.greedy_actions(batch))[0]
+                action = _greedy(policy, obs)
                 obs, reward, terminated, truncated, _ = env.step(action)
                 total, steps, done = total + float(reward), steps + 1, terminated or truncated
             returns.append(total)

@@ -49,11 +49,20 @@ class Simulator:
     steps: int = 0
     open_connections: int = 0
     connections: int = 0
+    handlers: set[asyncio.Task[Any]] = field(default_factory=set)
+
+    async def wait_all_closed(self) -> None:
+        """Wait until every connection's handler has finished (the clients closed)."""
+        while self.handlers:
+            await asyncio.wait(set(self.handlers))
 
     async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         """One client: its own CartPole, until it closes the connection."""
         self.open_connections += 1
         self.connections += 1
+        task = asyncio.current_task()
+        assert task is not None
+        self.handlers.add(task)
         env = gym.make("CartPole-v1")
         try:
             while line := await reader.readline():
@@ -68,7 +77,8 @@ class Simulator:
                     if high > 0:
                         await asyncio.sleep(random.uniform(low, high))
                     if step in self.hang_at:
-                        await asyncio.Event().wait()  # never answers (until the client goes)
+                        await reader.read()  # never answers; waits for the client to go
+                        break
                     if step in self.fail_at:
                         reply = {"error": f"the simulator failed at step {step}"}
                     else:
@@ -85,6 +95,7 @@ class Simulator:
             with contextlib.suppress(ConnectionError):
                 await writer.wait_closed()
             self.open_connections -= 1
+            self.handlers.discard(task)
 
 
 @contextlib.asynccontextmanager
@@ -93,8 +104,13 @@ async def serve_cartpole(simulator: Simulator | None = None, port: int = 0) -> A
     ``(simulator, port)``."""
     simulator = simulator or Simulator()
     server = await asyncio.start_server(simulator.handle, "127.0.0.1", port)
-    async with server:
-        yield simulator, server.sockets[0].getsockname()[1]
+    try:
+        async with server:
+            yield simulator, server.sockets[0].getsockname()[1]
+    finally:
+        for task in simulator.handlers:  # clients still connected: their handlers end here
+            task.cancel()
+        await simulator.wait_all_closed()
 
 
 class RemoteSimulatorError(RuntimeError):

@@ -129,3 +129,16 @@ class Frames(gym.Env[np.ndarray, int]):
 def float_frames() -> Frames:
     """``Frames`` with float32 observations (4x the bytes)."""
     return Frames(np.float32)
+
+
+_async_envs_made = 0
+
+
+def async_env(env_id: str = "CartPole-v1", delay_s: float | tuple[float, float] = 0.0) -> Any:
+    """``env_id`` behind the async adapter, each step delayed by ``delay_s`` (a range: drawn
+    per step, from a generator seeded by how many envs this process built)."""
+    from asyncflow.rl import AsyncEnvAdapter
+
+    global _async_envs_made
+    _async_envs_made += 1
+    return AsyncEnvAdapter(gym.make(env_id), delay_s=delay_s, seed=_async_envs_made)

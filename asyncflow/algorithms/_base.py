@@ -93,9 +93,6 @@ class Algorithm:
         probe = probe_env(self.config.env)
         self.observation_space, self.action_space = probe.observation_space, probe.action_space
         self.async_env = probe.is_async
-        if probe.is_async and self.config.vector_env:
-            raise ConfigError("vector_env: the env is an AsyncEnv, whose envs step concurrently already; "
-                              "leave vector_env off")  # fmt: skip
         self.check_model(self.config.model, self.observation_space, self.action_space)
 
     def check_vector_env(self) -> None:
