@@ -158,6 +158,7 @@ class AsyncRolloutWorker(PolicyDelegation):
         self._ready: list[_Lane] = []
         self._wanted = 1
         self._wake: asyncio.Event | None = None
+        self._turn: asyncio.Lock | None = None
         self._failure: BaseException | None = None
         self._watchdog: asyncio.TimerHandle | None = None
 
@@ -175,7 +176,7 @@ class AsyncRolloutWorker(PolicyDelegation):
     async def start(self) -> None:
         """Reset every env (each with its own seed), concurrently; start each env's loop."""
         loop = asyncio.get_running_loop()
-        self._wake = asyncio.Event()
+        self._wake, self._turn = asyncio.Event(), asyncio.Lock()
         firsts = await asyncio.gather(*(self._reset(lane.env, self.base_seed + lane.index) for lane in self.lanes))
         for lane, obs in zip(self.lanes, firsts, strict=True):
             self._check_obs(obs, lane)
@@ -188,12 +189,17 @@ class AsyncRolloutWorker(PolicyDelegation):
     # -- sampling --------------------------------------------------------
 
     async def sample(self) -> SampleBatch:
-        """The next ``num_envs`` sequences of ``rollout_fragment_length`` steps, postprocessed."""
-        while len(self._complete) < self.num_envs:
-            ready = await self._wait_ready()
-            self._act(ready)
-        taken, self._complete = self._complete[: self.num_envs], self._complete[self.num_envs :]
-        return self._batch(taken)
+        """The next ``num_envs`` sequences of ``rollout_fragment_length`` steps, postprocessed.
+
+        Calls in flight at once (a plan's ``num_async``) take their turns, as a blocking
+        worker's would."""
+        assert self._turn is not None, "AsyncRolloutWorker.create() starts the envs"
+        async with self._turn:
+            while len(self._complete) < self.num_envs:
+                ready = await self._wait_ready()
+                self._act(ready)
+            taken, self._complete = self._complete[: self.num_envs], self._complete[self.num_envs :]
+            return self._batch(taken)
 
     async def sample_with_gradients(self) -> tuple[list[np.ndarray], dict[str, float], SampleBatch]:
         """Sample, then compute gradients on that sample (A3C's worker step); the returned
