@@ -3,6 +3,7 @@ so a benchmark measures the framework around them."""
 
 from __future__ import annotations
 
+import time
 from typing import Any, ClassVar
 
 import gymnasium as gym
@@ -29,3 +30,28 @@ class Frames84(gym.Env[np.ndarray, int]):
     def step(self, action: int) -> tuple[np.ndarray, float, bool, bool, dict]:  # type: ignore[type-arg]
         self.t += 1
         return self._frames[self.t % 16], 0.0, False, self.t >= 1_000, {}
+
+
+class BlockingLatency(gym.Wrapper[Any, Any, Any, Any]):
+    """An env whose every step first waits ``latency_s`` in a blocking call (``time.sleep``),
+    as a blocking client of a remote simulator would."""
+
+    def __init__(self, env: gym.Env[Any, Any], latency_s: float) -> None:
+        super().__init__(env)
+        self.latency_s = latency_s
+
+    def step(self, action: Any) -> Any:
+        if self.latency_s:
+            time.sleep(self.latency_s)
+        return self.env.step(action)
+
+
+def blocking_cartpole(latency_s: float) -> gym.Env[Any, Any]:
+    return BlockingLatency(gym.make("CartPole-v1"), latency_s)
+
+
+def async_cartpole(latency_s: float) -> Any:
+    """The same env and wait as an ``AsyncEnv``: the wait is an ``asyncio.sleep``."""
+    from asyncflow.rl import AsyncEnvAdapter
+
+    return AsyncEnvAdapter(gym.make("CartPole-v1"), delay_s=latency_s)

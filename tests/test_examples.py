@@ -66,3 +66,10 @@ def test_the_newcomer_examples_run_as_written(tmp_path: Path) -> None:
     assert out.count("seed") == 3
     png = (tmp_path / "sweep" / "sweep.png").read_bytes()
     assert png[:4] == b"\x89PNG" and len(png) > 10_000
+
+
+@pytest.mark.timeout(180)
+def test_the_remote_env_example_trains_over_tcp_and_closes_every_connection(tmp_path: Path) -> None:
+    out = _example("remote_env.py", "--stop-timesteps", "4096", "--envs-per-worker", "8", cwd=tmp_path)
+    assert out.count("iter") == 2
+    assert out.rstrip().endswith("over 16 connections, 0 left open"), out

@@ -149,7 +149,7 @@ class AlgorithmConfig:
     rewards for NaN and inf (an ``EnvOutputError`` names the env, worker, field and step)."""
     min_ready: int | None = field(None, min=1)
     """Async envs (``AsyncEnv``): a worker acts once this many of its envs have answered (or
-    ``ready_timeout_s`` has passed); None: a quarter of ``num_envs_per_worker``. Set it to
+    ``ready_timeout_s`` has passed); None: half of ``num_envs_per_worker``. Set it to
     ``num_envs_per_worker`` with ``ready_timeout_s=None`` for lock step."""
     ready_timeout_s: float | None = field(0.002, min=0)
     """Async envs: how long a worker waits for ``min_ready`` envs before it acts for those

@@ -96,15 +96,18 @@ class AsyncEnvAdapter:
         self.rng = np.random.default_rng(seed)
 
     async def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> ResetResult:
+        """The wrapped env's ``reset``, at once."""
         return self.env.reset(seed=seed, options=options)
 
     async def step(self, action: Any) -> StepResult:
+        """The wrapped env's ``step``, after the delay."""
         low, high = self.delay
         if high > 0:
             await asyncio.sleep(low if low == high else float(self.rng.uniform(low, high)))
         return self.env.step(action)
 
     async def close(self) -> None:
+        """Close the wrapped env."""
         self.env.close()
 
 
