@@ -39,7 +39,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import pickle
-import warnings
 from collections.abc import Sequence
 from typing import Any
 
@@ -425,11 +424,6 @@ class AsyncRolloutWorker(PolicyDelegation):
             await asyncio.wait(tasks)
         await asyncio.gather(*(_close_quietly(lane.env) for lane in self.lanes))
         self.lanes = []
-
-    def close(self) -> None:
-        """Synchronous callers: ``aclose()`` is the way to close async envs."""
-        if self.lanes:
-            warnings.warn("AsyncRolloutWorker.close(): use 'await aclose()' to close async envs", stacklevel=2)
 
 
 async def _close_quietly(env: AsyncEnv) -> None:

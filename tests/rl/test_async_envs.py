@@ -199,9 +199,12 @@ async def test_a_cancelled_sample_leaves_the_worker_usable_and_closing_leaves_no
     assert not _others()
 
 
-async def test_ppo_trains_on_worker_processes_against_the_tcp_simulator_and_closes_every_connection() -> None:
+@pytest.mark.parametrize(("num_workers", "connections"), [(2, 17), (0, 9)], ids=["processes", "in-driver"])
+async def test_ppo_trains_against_the_tcp_simulator_and_closes_every_connection(
+    num_workers: int, connections: int
+) -> None:
     async with serve_cartpole(Simulator(delay_s=(0.0, 0.002), fail_at={300})) as (sim, port):
-        config = PPOConfig(env=functools.partial(RemoteCartPole, port), num_workers=2, num_envs_per_worker=8,
+        config = PPOConfig(env=functools.partial(RemoteCartPole, port), num_workers=num_workers, num_envs_per_worker=8,
                            rollout_fragment_length=32, train_batch_size=512, num_epochs=2)  # fmt: skip
         async with PPO(config) as algo:
             results = []
@@ -211,6 +214,6 @@ async def test_ppo_trains_on_worker_processes_against_the_tcp_simulator_and_clos
                     break
         await asyncio.wait_for(sim.wait_all_closed(), 10)
         assert sim.open_connections == 0  # every worker awaited every env's close()
-        assert sim.connections == 17  # 2 x 8, and the one replacing the env that failed
+        assert sim.connections == connections  # 8 per worker, and the one replacing the env that failed
     assert results[-1]["num_env_errors"] == 1 and results[-1]["num_env_step_timeouts"] == 0
     assert results[-1]["num_env_steps_sampled"] >= 3 * 512
