@@ -21,7 +21,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from ..nets import mlp
+from ..nets import MLP, mlp
 from ..spaces import is_image, space_leaves
 from .config import ACTIVATIONS, ModelConfig
 from .distributions import ActionHead
@@ -49,7 +49,7 @@ def _torso(sizes: Sequence[int], activation: type[nn.Module]) -> nn.Module:
     """Dense layers with an activation after each, including the last."""
     if len(sizes) < 2:
         return nn.Identity()
-    return nn.Sequential(mlp(sizes, activation, SQRT2), activation())
+    return MLP(mlp(sizes, activation, SQRT2), activation())
 
 
 class ActorCriticNet(nn.Module):
