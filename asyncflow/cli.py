@@ -4,6 +4,7 @@ asyncflow train ppo --env CartPole-v1 --stop-reward 475 --checkpoint-every 10
 asyncflow train --config ppo.yaml --set lr=0.001
 asyncflow train --resume runs/ppo_CartPole-v1_20261129-120000 --stop-timesteps 200000
 asyncflow evaluate runs/.../checkpoints/checkpoint_000010.ckpt --episodes 10 --video run.gif
+asyncflow export runs/.../checkpoints/checkpoint_000010.ckpt -o policy.pt
 asyncflow plot runs/ppo_* -o curve.png
 """
 
@@ -70,6 +71,11 @@ def _build_parser() -> argparse.ArgumentParser:
     evaluate.add_argument("--seed", type=int, default=10_000, help="seed of the first episode")
     evaluate.add_argument("--video", type=Path, help="record the first episode to a .gif (or .mp4 with imageio-ffmpeg)")
     evaluate.add_argument("--debug", action="store_true", help="show full tracebacks")
+    export = sub.add_parser("export", help="write a checkpoint's greedy policy as a TorchScript (or ONNX) file")
+    export.add_argument("checkpoint", type=Path)
+    export.add_argument("-o", "--output", type=Path, default=Path("policy.pt"))
+    export.add_argument("--format", choices=["torchscript", "onnx"], default="torchscript")
+    export.add_argument("--debug", action="store_true", help="show full tracebacks")
     plot = sub.add_parser("plot", help="draw learning curves of run folders")
     plot.add_argument("runs", type=Path, nargs="+", metavar="RUN_DIR")
     plot.add_argument("-o", "--output", type=Path, default=Path("curve.png"))
@@ -188,6 +194,15 @@ def _evaluate(args: argparse.Namespace) -> int:
     return 0
 
 
+def _export(args: argparse.Namespace) -> int:
+    from .export import export_policy
+
+    path = export_policy(args.checkpoint, args.output, args.format)
+    how = "torch.jit.load" if args.format == "torchscript" else "onnxruntime.InferenceSession"
+    print(f"wrote {path}: load it with {how} and give it a batch of observations")
+    return 0
+
+
 def _plot(args: argparse.Namespace) -> int:
     from .plot import plot_runs
 
@@ -236,11 +251,11 @@ def main(argv: list[str] | None = None) -> int:
     debug = "--debug" in raw
     from_shell = argv is None
     if from_shell and raw[:1] != ["train"]:
-        os.environ["ASYNCFLOW_EARLY_FORK_SERVER"] = "0"  # evaluate and plot start no worker
+        os.environ["ASYNCFLOW_EARLY_FORK_SERVER"] = "0"  # evaluate, export and plot start no worker
     try:
         parser = _build_parser()  # imports the algorithms, which start the fork server early
         args = parser.parse_args(argv)
-        commands = {"train": _train, "evaluate": _evaluate, "plot": _plot}
+        commands = {"train": _train, "evaluate": _evaluate, "export": _export, "plot": _plot}
         code = commands[args.command](args)
     except KeyboardInterrupt:  # before training started (imports, checks): nothing to clean up
         _stop_unused_fork_server(from_shell)

@@ -1,0 +1,148 @@
+"""Exporting a checkpoint's greedy policy as a file that plain torch runs.
+
+    asyncflow export runs/ppo_CartPole-v1_.../checkpoints/checkpoint_000010.ckpt -o policy.pt
+
+``torch.jit.load("policy.pt")(obs)`` maps a batch of observations (a tensor in
+the observation space's own dtype, shape ``(B, *obs_shape)``) to the actions
+the env takes, exactly as ``asyncflow evaluate`` picks them: the most likely
+action (discrete spaces), the mean (Gaussian), ``tanh`` of the mean (SAC) or
+the actor's action (DDPG, TD3), then the env mapping that the framework does
+in numpy (a ``Discrete`` start added, clipping or scaling to a ``Box``'s
+bounds, the space's dtype), here in torch. Loading needs no asyncflow.
+
+``--format onnx`` writes the same module with ``torch.onnx.export`` (it needs
+the ``onnx`` package). Observations must be one array (a ``Box``, or a
+``Discrete``/``MultiDiscrete`` index the built-in encoders one-hot).
+"""
+
+from __future__ import annotations
+
+import copy
+import importlib.util
+import os
+import warnings
+from pathlib import Path
+from typing import Any, Literal
+
+import gymnasium as gym
+import numpy as np
+import torch
+from torch import nn
+
+from .errors import ConfigError
+from .evaluate import load_policy
+from .rl.actor_critic import ActorCriticPolicy
+from .rl.continuous import DeterministicPolicy, SquashedGaussianPolicy
+from .rl.models.distributions import ActionHead
+from .rl.q_learning import EpsilonGreedyPolicy
+
+__all__ = ["export_policy", "greedy_module"]
+
+Format = Literal["torchscript", "onnx"]
+
+
+class _ActorCriticGreedy(nn.Module):
+    start: torch.Tensor
+    low: torch.Tensor
+    high: torch.Tensor
+
+    def __init__(self, model: nn.Module, space: gym.Space[Any]) -> None:
+        super().__init__()
+        self.model, self.head = model, ActionHead(space)
+        self.box = isinstance(space, gym.spaces.Box)
+        start = np.asarray(getattr(space, "start", 0))
+        self.register_buffer("start", torch.as_tensor(start.astype(np.int64)))
+        self.shifted = bool(np.any(start))
+        if self.box:
+            assert isinstance(space, gym.spaces.Box)
+            self.register_buffer("low", torch.as_tensor(space.low, dtype=torch.float32))
+            self.register_buffer("high", torch.as_tensor(space.high, dtype=torch.float32))
+            self.dtype = _torch_dtype(space.dtype)
+
+    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+        actions = self.head.distribution(self.model(obs)[0]).mode()
+        if self.box:
+            return torch.clamp(actions, self.low, self.high).to(self.dtype)
+        return actions + self.start if self.shifted else actions
+
+
+class _QGreedy(nn.Module):
+    def __init__(self, model: nn.Module, start: int) -> None:
+        super().__init__()
+        self.model, self.start = model, start
+
+    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+        q: torch.Tensor = self.model(obs)
+        return q.argmax(-1) + self.start
+
+
+class _BoxGreedy(nn.Module):
+    low: torch.Tensor
+    high: torch.Tensor
+
+    def __init__(self, actor: nn.Module, gaussian: bool, low: np.ndarray, high: np.ndarray, shape: tuple[int, ...],
+                 dtype: Any) -> None:  # fmt: skip
+        super().__init__()
+        self.actor, self.gaussian, self.shape, self.dtype = actor, gaussian, shape, _torch_dtype(dtype)
+        self.register_buffer("low", torch.as_tensor(low, dtype=torch.float32))
+        self.register_buffer("high", torch.as_tensor(high, dtype=torch.float32))
+
+    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+        out = self.actor(obs)
+        unit = torch.tanh(out.chunk(2, dim=-1)[0] if self.gaussian else out)
+        scaled = self.low + (torch.clamp(unit, -1, 1) + 1) * 0.5 * (self.high - self.low)
+        return scaled.reshape((-1, *self.shape)).to(self.dtype)
+
+
+def _torch_dtype(dtype: Any) -> torch.dtype:
+    return torch.from_numpy(np.zeros(0, dtype)).dtype
+
+
+def greedy_module(policy: Any, action_space: gym.Space[Any]) -> nn.Module:
+    """A torch module: observations -> the env actions ``policy`` picks greedily (a copy,
+    on the CPU, in eval mode, without gradients)."""
+    module: nn.Module
+    if isinstance(policy, ActorCriticPolicy):
+        module = _ActorCriticGreedy(policy.model, action_space)
+    elif isinstance(policy, EpsilonGreedyPolicy):
+        module = _QGreedy(policy.model, int(policy.start))
+    elif isinstance(policy, SquashedGaussianPolicy | DeterministicPolicy):
+        gaussian = isinstance(policy, SquashedGaussianPolicy)
+        module = _BoxGreedy(policy.actor, gaussian, policy.low, policy.high, policy.shape, policy.dtype)
+    else:
+        raise ConfigError(f"export: {type(policy).__name__} is not a built-in policy; export its model yourself")
+    frozen = copy.deepcopy(module).to("cpu").eval()  # the policy's own parameters keep training
+    return frozen.requires_grad_(False)
+
+
+def _example(space: gym.Space[Any]) -> torch.Tensor:
+    if isinstance(space, gym.spaces.Dict | gym.spaces.Tuple) or not isinstance(
+        space, gym.spaces.Box | gym.spaces.Discrete | gym.spaces.MultiDiscrete | gym.spaces.MultiBinary
+    ):
+        raise ConfigError(f"export: observations must be one array, not {space}")
+    space.seed(0)
+    return torch.as_tensor(np.stack([np.asarray(space.sample()) for _ in range(2)]))
+
+
+def export_policy(checkpoint: str | os.PathLike[str], out: str | os.PathLike[str], fmt: Format = "torchscript") -> Path:
+    """Write the checkpoint's greedy policy to ``out`` (TorchScript, or ONNX); returns the path."""
+    if fmt not in ("torchscript", "onnx"):
+        raise ConfigError(f"--format must be 'torchscript' or 'onnx', not {fmt!r}")
+    algo, policy = load_policy(checkpoint)
+    example = _example(algo.observation_space)
+    module = greedy_module(policy, algo.action_space)
+    path = Path(out)
+    with torch.no_grad():
+        if fmt == "onnx":
+            if importlib.util.find_spec("onnx") is None:
+                raise ConfigError("--format onnx needs the onnx package (pip install onnx)")
+            torch.onnx.export(module, (example,), str(path), input_names=["obs"], output_names=["actions"],
+                              dynamic_axes={"obs": {0: "batch"}, "actions": {0: "batch"}})  # fmt: skip
+        else:
+            with warnings.catch_warnings():
+                # torch 2.13 deprecates TorchScript for torch.export (--format export); the
+                # file still loads with torch.jit.load, on older torch too.
+                warnings.filterwarnings("ignore", r"`torch\.jit\.\w+` is deprecated", DeprecationWarning)
+                traced = torch.jit.trace(module, example)  # type: ignore[no-untyped-call]
+                traced.save(str(path))
+    return path
