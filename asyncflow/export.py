@@ -11,7 +11,8 @@ in numpy (a ``Discrete`` start added, clipping or scaling to a ``Box``'s
 bounds, the space's dtype), here in torch. Loading needs no asyncflow.
 
 ``--format onnx`` writes the same module with ``torch.onnx.export`` (it needs
-the ``onnx`` package). Observations must be one array (a ``Box``, or a
+``onnx`` and ``onnxscript``: ``pip install 'asyncflow[export]'``); an ONNX runtime
+runs it with ``{"obs": batch}`` as input. Observations must be one array (a ``Box``, or a
 ``Discrete``/``MultiDiscrete`` index the built-in encoders one-hot).
 """
 
@@ -19,6 +20,7 @@ from __future__ import annotations
 
 import copy
 import importlib.util
+import logging
 import os
 import warnings
 from pathlib import Path
@@ -36,7 +38,7 @@ from .rl.continuous import DeterministicPolicy, SquashedGaussianPolicy
 from .rl.models.distributions import ActionHead
 from .rl.q_learning import EpsilonGreedyPolicy
 
-__all__ = ["export_policy", "greedy_module"]
+__all__ = ["example_batch", "export_policy", "greedy_module"]
 
 Format = Literal["torchscript", "onnx"]
 
@@ -115,7 +117,9 @@ def greedy_module(policy: Any, action_space: gym.Space[Any]) -> nn.Module:
     return frozen.requires_grad_(False)
 
 
-def _example(space: gym.Space[Any]) -> torch.Tensor:
+def example_batch(space: gym.Space[Any]) -> torch.Tensor:
+    """Two observations of ``space`` as one tensor (what the export traces with); a
+    ConfigError unless the observations are one array."""
     if isinstance(space, gym.spaces.Dict | gym.spaces.Tuple) or not isinstance(
         space, gym.spaces.Box | gym.spaces.Discrete | gym.spaces.MultiDiscrete | gym.spaces.MultiBinary
     ):
@@ -124,20 +128,36 @@ def _example(space: gym.Space[Any]) -> torch.Tensor:
     return torch.as_tensor(np.stack([np.asarray(space.sample()) for _ in range(2)]))
 
 
+def _onnx_export(module: nn.Module, example: torch.Tensor, path: Path) -> None:
+    """``torch.onnx.export`` (the dynamo exporter), any batch size, without its chatter: it logs
+    every torchvision op it skips, and torch 2.13's own modules warn of their own deprecations."""
+    batch = torch.export.Dim("batch", min=1)
+    chatty = logging.getLogger("torch.onnx")
+    level = chatty.level
+    chatty.setLevel(logging.ERROR)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", FutureWarning)
+            warnings.simplefilter("ignore", DeprecationWarning)
+            torch.onnx.export(module, (example,), str(path), input_names=["obs"], output_names=["actions"],
+                              dynamic_shapes={"obs": {0: batch}}, dynamo=True, verbose=False)  # fmt: skip
+    finally:
+        chatty.setLevel(level)
+
+
 def export_policy(checkpoint: str | os.PathLike[str], out: str | os.PathLike[str], fmt: Format = "torchscript") -> Path:
     """Write the checkpoint's greedy policy to ``out`` (TorchScript, or ONNX); returns the path."""
     if fmt not in ("torchscript", "onnx"):
         raise ConfigError(f"--format must be 'torchscript' or 'onnx', not {fmt!r}")
     algo, policy = load_policy(checkpoint)
-    example = _example(algo.observation_space)
+    example = example_batch(algo.observation_space)
     module = greedy_module(policy, algo.action_space)
     path = Path(out)
     with torch.no_grad():
         if fmt == "onnx":
-            if importlib.util.find_spec("onnx") is None:
-                raise ConfigError("--format onnx needs the onnx package (pip install onnx)")
-            torch.onnx.export(module, (example,), str(path), input_names=["obs"], output_names=["actions"],
-                              dynamic_axes={"obs": {0: "batch"}, "actions": {0: "batch"}})  # fmt: skip
+            if importlib.util.find_spec("onnx") is None or importlib.util.find_spec("onnxscript") is None:
+                raise ConfigError("--format onnx needs onnx and onnxscript (pip install 'asyncflow[export]')")
+            _onnx_export(module, example, path)
         else:
             with warnings.catch_warnings():
                 # torch 2.13 deprecates TorchScript for torch.export (--format export); the

@@ -97,8 +97,20 @@ async def test_the_cli_exports_and_refuses_what_it_cannot(tmp_path: Path, capsys
     ckpt = await _checkpoint("ppo", "CartPole-v1", tmp_path / "ppo.ckpt")
     assert main(["export", str(ckpt), "-o", str(tmp_path / "p.pt")]) == 0
     assert "wrote" in capsys.readouterr().out and (tmp_path / "p.pt").stat().st_size > 0
-    try:
-        import onnx  # noqa: F401
-    except ImportError:
-        with pytest.raises(ConfigError, match="needs the onnx package"):
-            export_policy(ckpt, tmp_path / "p.onnx", "onnx")
+    with pytest.raises(ConfigError, match="observations must be one array"):
+        from asyncflow.export import example_batch
+
+        example_batch(gym.spaces.Dict({"a": gym.spaces.Discrete(2)}))
+
+
+async def test_an_onnx_export_runs_in_onnxruntime_with_the_same_actions(tmp_path: Path) -> None:
+    ort = pytest.importorskip("onnxruntime", reason="onnxruntime is in the test extra; not installed here")
+    ckpt = await _checkpoint("ppo", "Pendulum-v1", tmp_path / "ppo.ckpt")
+    assert main(["export", str(ckpt), "-o", str(tmp_path / "p.onnx"), "--format", "onnx"]) == 0
+    obs = _observations("Pendulum-v1")
+    got = ort.InferenceSession(str(tmp_path / "p.onnx")).run(None, {"obs": obs})[0]
+    _, policy = load_policy(ckpt)
+    want = policy.env_actions(policy.greedy_actions(obs))
+    assert got.shape == want.shape and got.dtype == want.dtype
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+    assert len(np.unique(got)) > 1
