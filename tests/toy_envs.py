@@ -142,3 +142,41 @@ def async_env(env_id: str = "CartPole-v1", delay_s: float | tuple[float, float] 
     global _async_envs_made
     _async_envs_made += 1
     return AsyncEnvAdapter(gym.make(env_id), delay_s=delay_s, seed=_async_envs_made)
+
+
+class MaskedPick(gym.Env[dict, int]):  # type: ignore[type-arg]
+    """Pick the target among 4 actions, some of them invalid this step.
+
+    The observation is a ``Dict``: ``"target"``, a one-hot of the action that pays
+    +1, and ``"action_mask"`` (``MultiBinary(4)``): the target and each other
+    action with probability 1/2 are valid. A valid non-target action pays 0; an
+    invalid one -10, and ends the episode. 20 steps. The best policy scores 20, a
+    uniformly random valid one about 9, and an unmasked random one ends most
+    episodes within a few steps with a negative return.
+    """
+
+    observation_space = gym.spaces.Dict(
+        {"target": gym.spaces.Box(0.0, 1.0, (4,), np.float32), "action_mask": gym.spaces.MultiBinary(4)}
+    )
+    action_space = gym.spaces.Discrete(4)
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[dict, dict]:  # type: ignore[type-arg]
+        super().reset(seed=seed)
+        self.t = 0
+        return self._draw(), {}
+
+    def _draw(self) -> dict[str, np.ndarray]:
+        self.target = int(self.np_random.integers(4))
+        mask = (self.np_random.random(4) < 0.5).astype(np.int8)
+        mask[self.target] = 1
+        self.mask = mask
+        target = np.zeros(4, np.float32)
+        target[self.target] = 1.0
+        return {"target": target, "action_mask": mask.copy()}
+
+    def step(self, action: int) -> tuple[dict, float, bool, bool, dict]:  # type: ignore[type-arg]
+        self.t += 1
+        if not self.mask[int(action)]:
+            return self._draw(), -10.0, True, False, {"invalid": True}
+        reward = 1.0 if int(action) == self.target else 0.0
+        return self._draw(), reward, False, self.t >= 20, {}

@@ -28,6 +28,7 @@ from ..actors import ActorHandle, Runtime, open_runtime
 from ..errors import CheckpointError, ConfigError
 from ..flow._context import FlowContext, _current
 from ..flow.train import _off_loop
+from ..rl.action_mask import has_action_mask
 from ..rl.actor_critic import ActorCriticPolicy
 from ..rl.async_worker import AsyncRolloutWorker
 from ..rl.env import check_vector_env, probe_env
@@ -117,6 +118,7 @@ class Algorithm:
         options = self.model_options() if options is None else options
         custom = spec is not None and not isinstance(spec, ModelConfig)
         check_observation_space(observation_space, custom_model=custom, field=field)
+        has_action_mask(observation_space, action_space)  # a mask that does not fit the actions: ConfigError
         check_action_space(action_space, family, type(self).__name__, field=field)
         model = build_model(spec, observation_space, action_space, family, **options)
         check_model(model, family, observation_space, action_space, algorithm=type(self).__name__,

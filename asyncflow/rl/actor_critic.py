@@ -23,6 +23,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from .action_mask import has_action_mask, masked
 from .device import resolve_device, to_numpy, to_tensors
 from .models import ActionDistribution, ActionHead, ModelSpec, build_model
 from .optim import Adam, UpdateGuard
@@ -44,12 +45,16 @@ class ActorCritic:
     ``dist, values = ac(obs)``: one forward pass gives both.
     """
 
-    def __init__(self, model: nn.Module, action_space: gym.Space[Any]) -> None:
+    def __init__(self, model: nn.Module, action_space: gym.Space[Any], masked: bool = False) -> None:
         self.model = model
         self.head = ActionHead(action_space)
+        self.masked = masked
+        """Observations carry an ``action_mask`` (``action_mask.py``): invalid actions get no probability."""
 
     def __call__(self, obs: Tree) -> tuple[ActionDistribution, torch.Tensor]:
         inputs, values = self.model(obs)
+        if self.masked:
+            inputs = masked(inputs, obs)
         return self.head.distribution(inputs), values.reshape(-1)
 
 
@@ -84,7 +89,7 @@ class ActorCriticPolicy:
         self.device = resolve_device(device) if isinstance(device, str) else device
         self.action_space = action_space
         self.model = build_model(model, observation_space, action_space, "actor_critic", hidden=hidden).to(self.device)
-        self.ac = ActorCritic(self.model, action_space)
+        self.ac = ActorCritic(self.model, action_space, has_action_mask(observation_space, action_space))
         self._params = list(self.model.parameters())
         self.guard = UpdateGuard(max_nonfinite_updates, type(self).__name__)
         self.lr = lr

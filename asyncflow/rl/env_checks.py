@@ -77,6 +77,19 @@ def _leaf_check(space: gym.Space[Any]) -> Callable[[Any], str | None]:
     return lambda x: None  # Text, Sequence, Graph: the user's model takes them as they are
 
 
+def _leaves_like(space: gym.Space[Any], obs: Any) -> Any:
+    """The leaves of ``obs`` in the order of ``space_leaves(space)``: a dict is read by the
+    space's keys, whatever order the env built it in."""
+    if isinstance(space, gym.spaces.Dict):
+        for key, sub in space.spaces.items():
+            yield from _leaves_like(sub, obs[key])
+    elif isinstance(space, gym.spaces.Tuple):
+        for sub, value in zip(space.spaces, obs, strict=True):
+            yield from _leaves_like(sub, value)
+    else:
+        yield obs
+
+
 class EnvChecker:
     """Checks one worker's observations and rewards against the observation space.
 
@@ -85,6 +98,7 @@ class EnvChecker:
     """
 
     def __init__(self, env: Any, space: gym.Space[Any], worker_index: int) -> None:
+        self.space = space
         self.where = f"env {env_name(env)!r} (worker {worker_index}"
         self.leaves = [(path, _leaf_check(leaf)) for path, leaf in space_leaves(space)]
         self.flat = len(self.leaves) == 1 and self.leaves[0][0] == ""
@@ -108,7 +122,11 @@ class EnvChecker:
             if problem is not None:
                 raise self._fail(who, step, f"an observation of {problem}")
             return
-        for (path, check), value in zip(self.leaves, tree_leaves(obs), strict=False):
+        try:
+            values = list(_leaves_like(self.space, obs))
+        except (KeyError, IndexError, TypeError) as exc:
+            raise self._fail(who, step, f"an observation that does not have the space's structure ({exc!r})") from None
+        for (path, check), value in zip(self.leaves, values, strict=False):
             problem = check(value)
             if problem is not None:
                 raise self._fail(who, step, f"observation{path} of {problem}")
@@ -117,7 +135,7 @@ class EnvChecker:
         """One observation and reward (of a sub-env or an agent): raise EnvOutputError on a NaN or inf."""
         if not np.isfinite(reward):
             raise self._fail(who, step, f"a reward of {reward}")
-        leaves = list(tree_leaves(obs))
+        leaves = list(_leaves_like(self.space, obs))
         for i in self.float_leaves:
             if not np.isfinite(leaves[i]).all():
                 raise self._fail(who, step, f"a NaN or inf in observation{self.leaves[i][0]}")

@@ -14,6 +14,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from .action_mask import MASK_KEY, has_action_mask, masked, random_valid_actions
 from .device import resolve_device, to_numpy, to_tensors
 from .models import ModelSpec, build_model
 from .nets import polyak_update
@@ -64,6 +65,7 @@ class EpsilonGreedyPolicy:
         self.device = resolve_device(device) if isinstance(device, str) else device
         net = build_model(model, observation_space, action_space, "q", hidden=hidden, dueling=dueling)
         self.model = net.to(self.device)
+        self.masked = has_action_mask(observation_space, action_space)
         self.num_actions = n
         self.epsilon_spec = epsilon
         self.steps = 0
@@ -80,17 +82,22 @@ class EpsilonGreedyPolicy:
     def compute_actions(self, obs: Tree) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Epsilon-greedy actions (log-probs and values are zeros)."""
         n = tree_len(obs)
-        actions = self.model(to_tensors(obs, self.device)).argmax(-1).cpu().numpy()
+        actions = self.greedy_actions(obs)
         explore = self.rng.random(n) < self.epsilon
-        actions[explore] = self.rng.integers(0, self.num_actions, int(explore.sum()))
+        if self.masked:  # explore among the valid actions
+            actions[explore] = random_valid_actions(obs[MASK_KEY][explore], self.rng)
+        else:
+            actions[explore] = self.rng.integers(0, self.num_actions, int(explore.sum()))
         self.steps += n
         zeros = np.zeros(n, np.float32)
         return actions, zeros, zeros
 
     @torch.no_grad()
     def greedy_actions(self, obs: Tree) -> np.ndarray:
-        """The argmax of Q."""
-        return self.model(to_tensors(obs, self.device)).argmax(-1).cpu().numpy()  # type: ignore[no-any-return]
+        """The argmax of Q (over the valid actions, with an action mask)."""
+        t = to_tensors(obs, self.device)
+        q = self.model(t)
+        return (masked(q, t) if self.masked else q).argmax(-1).cpu().numpy()  # type: ignore[no-any-return]
 
     def values(self, obs: Tree) -> np.ndarray:
         """Zeros: Q-learning workers need no state values."""
@@ -142,6 +149,7 @@ class DQNLearner:
         net = build_model(model, observation_space, action_space, "q", hidden=hidden, dueling=dueling)
         self.model = net.to(self.device)
         self.target = copy.deepcopy(self.model).requires_grad_(False)
+        self.masked = has_action_mask(observation_space, action_space)
         self.double_q = double_q
         self.optimizer = Adam(self.model.parameters(), lr=lr)
         self._params = list(self.model.parameters())
@@ -162,8 +170,11 @@ class DQNLearner:
         q = self.model(obs).gather(1, actions[:, None]).squeeze(1)
         with torch.no_grad():
             target_q = self.target(next_obs)
+            if self.masked:  # the bootstrap's max runs over the actions valid in s'
+                target_q = masked(target_q, next_obs)
             if self.double_q:
-                best = self.model(next_obs).argmax(-1, keepdim=True)
+                online = self.model(next_obs)
+                best = (masked(online, next_obs) if self.masked else online).argmax(-1, keepdim=True)
                 next_q = target_q.gather(1, best).squeeze(1)
             else:
                 next_q = target_q.max(-1).values
