@@ -10,10 +10,11 @@ the actor's action (DDPG, TD3), then the env mapping that the framework does
 in numpy (a ``Discrete`` start added, clipping or scaling to a ``Box``'s
 bounds, the space's dtype), here in torch. Loading needs no asyncflow.
 
-``--format onnx`` writes the same module with ``torch.onnx.export`` (it needs
+A flat ``Dict`` observation is a dict of such tensors, and an ``"action_mask"`` in
+it masks as in training (``action_mask.py``). ``--format onnx`` (one array only)
+writes the same module with ``torch.onnx.export`` (it needs
 ``onnx`` and ``onnxscript``: ``pip install 'asyncflow[export]'``); an ONNX runtime
-runs it with ``{"obs": batch}`` as input. Observations must be one array (a ``Box``, or a
-``Discrete``/``MultiDiscrete`` index the built-in encoders one-hot).
+runs it with ``{"obs": batch}`` as input.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from torch import nn
 
 from .errors import ConfigError
 from .evaluate import load_policy
+from .rl.action_mask import masked
 from .rl.actor_critic import ActorCriticPolicy
 from .rl.continuous import DeterministicPolicy, SquashedGaussianPolicy
 from .rl.models.distributions import ActionHead
@@ -48,9 +50,9 @@ class _ActorCriticGreedy(nn.Module):
     low: torch.Tensor
     high: torch.Tensor
 
-    def __init__(self, model: nn.Module, space: gym.Space[Any]) -> None:
+    def __init__(self, model: nn.Module, space: gym.Space[Any], masked: bool) -> None:
         super().__init__()
-        self.model, self.head = model, ActionHead(space)
+        self.model, self.head, self.masked = model, ActionHead(space), masked
         self.box = isinstance(space, gym.spaces.Box)
         start = np.asarray(getattr(space, "start", 0))
         self.register_buffer("start", torch.as_tensor(start.astype(np.int64)))
@@ -61,21 +63,22 @@ class _ActorCriticGreedy(nn.Module):
             self.register_buffer("high", torch.as_tensor(space.high, dtype=torch.float32))
             self.dtype = _torch_dtype(space.dtype)
 
-    def forward(self, obs: torch.Tensor) -> torch.Tensor:
-        actions = self.head.distribution(self.model(obs)[0]).mode()
+    def forward(self, obs: Any) -> torch.Tensor:
+        inputs = self.model(obs)[0]
+        actions = self.head.distribution(masked(inputs, obs) if self.masked else inputs).mode()
         if self.box:
             return torch.clamp(actions, self.low, self.high).to(self.dtype)
         return actions + self.start if self.shifted else actions
 
 
 class _QGreedy(nn.Module):
-    def __init__(self, model: nn.Module, start: int) -> None:
+    def __init__(self, model: nn.Module, start: int, masked: bool) -> None:
         super().__init__()
-        self.model, self.start = model, start
+        self.model, self.start, self.masked = model, start, masked
 
-    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+    def forward(self, obs: Any) -> torch.Tensor:
         q: torch.Tensor = self.model(obs)
-        return q.argmax(-1) + self.start
+        return (masked(q, obs) if self.masked else q).argmax(-1) + self.start
 
 
 class _BoxGreedy(nn.Module):
@@ -105,9 +108,9 @@ def greedy_module(policy: Any, action_space: gym.Space[Any]) -> nn.Module:
     on the CPU, in eval mode, without gradients)."""
     module: nn.Module
     if isinstance(policy, ActorCriticPolicy):
-        module = _ActorCriticGreedy(policy.model, action_space)
+        module = _ActorCriticGreedy(policy.model, action_space, policy.ac.masked)
     elif isinstance(policy, EpsilonGreedyPolicy):
-        module = _QGreedy(policy.model, int(policy.start))
+        module = _QGreedy(policy.model, int(policy.start), policy.masked)
     elif isinstance(policy, SquashedGaussianPolicy | DeterministicPolicy):
         gaussian = isinstance(policy, SquashedGaussianPolicy)
         module = _BoxGreedy(policy.actor, gaussian, policy.low, policy.high, policy.shape, policy.dtype)
@@ -117,18 +120,20 @@ def greedy_module(policy: Any, action_space: gym.Space[Any]) -> nn.Module:
     return frozen.requires_grad_(False)
 
 
-def example_batch(space: gym.Space[Any]) -> torch.Tensor:
-    """Two observations of ``space`` as one tensor (what the export traces with); a
-    ConfigError unless the observations are one array."""
-    if isinstance(space, gym.spaces.Dict | gym.spaces.Tuple) or not isinstance(
-        space, gym.spaces.Box | gym.spaces.Discrete | gym.spaces.MultiDiscrete | gym.spaces.MultiBinary
-    ):
-        raise ConfigError(f"export: observations must be one array, not {space}")
+def example_batch(space: gym.Space[Any]) -> torch.Tensor | dict[str, torch.Tensor]:
+    """Two observations of ``space`` as one tensor, or a dict of them for a flat ``Dict`` space
+    (what the export traces with); a ConfigError for any other space."""
+    arrays = gym.spaces.Box | gym.spaces.Discrete | gym.spaces.MultiDiscrete | gym.spaces.MultiBinary
     space.seed(0)
+    if isinstance(space, gym.spaces.Dict) and all(isinstance(s, arrays) for s in space.spaces.values()):
+        rows = [space.sample() for _ in range(2)]
+        return {k: torch.as_tensor(np.stack([np.asarray(r[k]) for r in rows])) for k in space.spaces}
+    if not isinstance(space, arrays):
+        raise ConfigError(f"export: observations must be one array or a flat Dict of arrays, not {space}")
     return torch.as_tensor(np.stack([np.asarray(space.sample()) for _ in range(2)]))
 
 
-def _onnx_export(module: nn.Module, example: torch.Tensor, path: Path) -> None:
+def _onnx_export(module: nn.Module, example: Any, path: Path) -> None:
     """``torch.onnx.export`` (the dynamo exporter), any batch size, without its chatter: it logs
     every torchvision op it skips, and torch 2.13's own modules warn of their own deprecations."""
     batch = torch.export.Dim("batch", min=1)
@@ -154,6 +159,8 @@ def export_policy(checkpoint: str | os.PathLike[str], out: str | os.PathLike[str
     module = greedy_module(policy, algo.action_space)
     path = Path(out)
     with torch.no_grad():
+        if fmt == "onnx" and isinstance(example, dict):
+            raise ConfigError("export --format onnx: observations must be one array (use torchscript for a Dict)")
         if fmt == "onnx":
             if importlib.util.find_spec("onnx") is None or importlib.util.find_spec("onnxscript") is None:
                 raise ConfigError("--format onnx needs onnx and onnxscript (pip install 'asyncflow[export]')")
@@ -163,6 +170,6 @@ def export_policy(checkpoint: str | os.PathLike[str], out: str | os.PathLike[str
                 # torch 2.13 deprecates TorchScript for torch.export (--format export); the
                 # file still loads with torch.jit.load, on older torch too.
                 warnings.filterwarnings("ignore", r"`torch\.jit\.\w+` is deprecated", DeprecationWarning)
-                traced = torch.jit.trace(module, example)  # type: ignore[no-untyped-call]
+                traced = torch.jit.trace(module, (example,))  # type: ignore[no-untyped-call]
                 traced.save(str(path))
     return path

@@ -18,6 +18,8 @@ from asyncflow.cli import main
 from asyncflow.evaluate import load_policy
 from asyncflow.export import export_policy
 
+from .toy_envs import MaskedPick
+
 CASES = {
     "ppo-discrete": ("ppo", "CartPole-v1"),
     "ppo-box": ("ppo", "Pendulum-v1"),
@@ -54,7 +56,7 @@ def _observations(env_id: str, n: int = 500) -> np.ndarray:
     return np.concatenate([real, wide])
 
 
-async def _checkpoint(name: str, env_id: str, path: Path) -> Path:
+async def _checkpoint(name: str, env_id: Any, path: Path) -> Path:
     cls = ALGORITHMS[name]
     fields: dict[str, Any] = {"env": env_id, "num_workers": 0, "num_envs_per_worker": 2, "rollout_fragment_length": 64}
     names = set(cls.config_class.__dataclass_fields__)
@@ -97,10 +99,10 @@ async def test_the_cli_exports_and_refuses_what_it_cannot(tmp_path: Path, capsys
     ckpt = await _checkpoint("ppo", "CartPole-v1", tmp_path / "ppo.ckpt")
     assert main(["export", str(ckpt), "-o", str(tmp_path / "p.pt")]) == 0
     assert "wrote" in capsys.readouterr().out and (tmp_path / "p.pt").stat().st_size > 0
-    with pytest.raises(ConfigError, match="observations must be one array"):
+    with pytest.raises(ConfigError, match="observations must be one array or a flat Dict"):
         from asyncflow.export import example_batch
 
-        example_batch(gym.spaces.Dict({"a": gym.spaces.Discrete(2)}))
+        example_batch(gym.spaces.Tuple((gym.spaces.Discrete(2), gym.spaces.Discrete(3))))
 
 
 async def test_an_onnx_export_runs_in_onnxruntime_with_the_same_actions(tmp_path: Path) -> None:
@@ -114,3 +116,34 @@ async def test_an_onnx_export_runs_in_onnxruntime_with_the_same_actions(tmp_path
     assert got.shape == want.shape and got.dtype == want.dtype
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
     assert len(np.unique(got)) > 1
+
+
+MASKED = """
+import sys
+import numpy as np
+import torch
+policy = torch.jit.load(sys.argv[1] + ".pt")
+obs = {k: torch.as_tensor(np.load(sys.argv[1] + "." + k + ".npy")) for k in ("target", "action_mask")}
+np.save(sys.argv[1] + ".actions.npy", policy(obs).numpy())
+assert not any(name.startswith("asyncflow") for name in sys.modules), "asyncflow was imported"
+"""
+
+
+@pytest.mark.timeout(180)
+@pytest.mark.parametrize("name", ["ppo", "dqn"])
+async def test_a_masked_policy_exports_with_its_mask_folded_in(tmp_path: Path, name: str) -> None:
+    ckpt = await _checkpoint(name, MaskedPick, tmp_path / f"{name}.ckpt")
+    export_policy(ckpt, tmp_path / f"{name}.pt")
+    rng = np.random.default_rng(1)
+    target = rng.integers(0, 4, 1_000)
+    obs = {"target": np.eye(4, dtype=np.float32)[target], "action_mask": rng.integers(0, 2, (1_000, 4)).astype(np.int8)}
+    obs["action_mask"][np.arange(1_000), target] = 1
+    for key, value in obs.items():
+        np.save(tmp_path / f"{name}.{key}.npy", value)
+    run = subprocess.run([sys.executable, "-c", MASKED, str(tmp_path / name)], capture_output=True, text=True,
+                         timeout=120, cwd=tmp_path)  # fmt: skip
+    assert run.returncode == 0, run.stderr
+    got = np.load(tmp_path / f"{name}.actions.npy")
+    _, policy = load_policy(ckpt)
+    np.testing.assert_array_equal(got, policy.env_actions(policy.greedy_actions(obs)))
+    assert (obs["action_mask"][np.arange(1_000), got] == 1).all()  # never an invalid action
