@@ -90,12 +90,14 @@ class Simulator:
         except (ConnectionError, asyncio.IncompleteReadError):
             pass
         finally:
+            # Counted out first: a handler cancelled in ``wait_closed`` (the server is
+            # shutting down) must still leave the set, or ``wait_all_closed`` spins on it.
             env.close()
+            self.open_connections -= 1
+            self.handlers.discard(task)
             writer.close()
             with contextlib.suppress(ConnectionError):
                 await writer.wait_closed()
-            self.open_connections -= 1
-            self.handlers.discard(task)
 
 
 @contextlib.asynccontextmanager

@@ -213,7 +213,7 @@ class Algorithm:
         c = self.config
         if self.async_env:
             worker: Any = AsyncRolloutWorker.create
-            options: dict[str, Any] = {"min_ready": c.min_ready or max(1, c.num_envs_per_worker // 2),
+            options: dict[str, Any] = {"min_ready": c.min_ready,
                                        "ready_timeout_s": c.ready_timeout_s,
                                        "env_step_timeout_s": c.env_step_timeout_s,
                                        "restart_failed_envs": c.restart_failed_envs}  # fmt: skip

@@ -7,8 +7,9 @@ for the envs that have come back, in one batched forward pass::
     envs whose step came back ──► ready ──(>= min_ready, or ready_timeout_s)──►
         policy.compute_actions(ready obs) ──► one step task per env ──► ready ...
 
-so a slow env holds back nobody: the others step on. With ``min_ready`` equal
-to the number of envs and no ``ready_timeout_s``, every env steps each time
+so a slow env holds back nobody: the others step on. ``min_ready`` defaults to
+half the envs (as the algorithms' config does). With ``min_ready`` equal to
+the number of envs and no ``ready_timeout_s``, every env steps each time
 (lock step).
 
 **Sequences stay whole.** Each env records its own steps, in order, into
@@ -138,7 +139,7 @@ class AsyncRolloutWorker(PolicyDelegation):
         self.num_envs = num_envs
         self.fragment = rollout_fragment_length
         self.worker_index = worker_index
-        self.min_ready = num_envs if min_ready is None else max(1, min(min_ready, num_envs))
+        self.min_ready = max(1, num_envs // 2) if min_ready is None else max(1, min(min_ready, num_envs))
         self.ready_timeout_s = ready_timeout_s
         self.step_timeout_s = env_step_timeout_s
         self.restart_failed_envs = restart_failed_envs

@@ -132,7 +132,8 @@ async def test_a_slow_env_holds_back_nobody() -> None:
 async def test_a_step_that_hangs_gets_its_env_replaced_and_counted() -> None:
     async with serve_cartpole(Simulator(hang_at={30})) as (sim, port):
         worker = await AsyncRolloutWorker.create(functools.partial(RemoteCartPole, port), num_envs=4,
-                                                 rollout_fragment_length=20, env_step_timeout_s=0.5)  # fmt: skip
+                                                 rollout_fragment_length=20, env_step_timeout_s=0.5,
+                                                 min_ready=4)  # fmt: skip  # lock step: the hung env is waited for
         try:
             batches = [await worker.sample() for _ in range(3)]
         finally:
@@ -165,7 +166,7 @@ async def test_without_restarts_a_failing_env_fails_the_run_with_its_own_error(f
     async with serve_cartpole(Simulator(**{fault: {7}})) as (sim, port):
         worker = await AsyncRolloutWorker.create(functools.partial(RemoteCartPole, port), num_envs=3,
                                                  rollout_fragment_length=50, env_step_timeout_s=0.5,
-                                                 restart_failed_envs=False)  # fmt: skip
+                                                 restart_failed_envs=False, min_ready=3)  # fmt: skip  # lock step
         try:
             with pytest.raises(RemoteSimulatorError if fault == "fail_at" else EnvStepTimeoutError) as info:
                 await worker.sample()
