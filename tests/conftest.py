@@ -44,14 +44,45 @@ def no_leaks_after_module() -> Iterator[None]:
     assert our_segments(os.getpid()) == [], "shared-memory segments left behind"
 
 
-@pytest.fixture(params=["process", "local"])
+def ray_actors_alive() -> list[str]:
+    """Ray actors of this driver that Ray does not report dead."""
+    import ray
+
+    return [a["ActorClassName"] for a in ray._private.state.actors().values() if a["State"] != "DEAD"]
+
+
+@pytest.fixture(scope="module")
+def ray_instance() -> Iterator[None]:
+    """One local Ray per test module that uses it (2 CPUs, no dashboard); runtimes attach to it.
+    It must hold no live actor of ours when the module ends."""
+    ray = pytest.importorskip("ray")
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    try:
+        yield
+        assert ray_actors_alive() == [], "Ray actors left behind"
+    finally:
+        ray.shutdown()
+
+
+@pytest.fixture(params=["process", "local", "ray"])
 def backend(request: pytest.FixtureRequest) -> str:
+    if request.param == "ray":
+        request.getfixturevalue("ray_instance")
     return str(request.param)
 
 
 @pytest.fixture
 async def runtime(backend: str) -> AsyncIterator[asyncflow.Runtime]:
     async with asyncflow.open_runtime(backend) as rt:  # type: ignore[arg-type]
+        yield rt
+
+
+@pytest.fixture(params=["process", "ray"])
+async def remote_runtime(request: pytest.FixtureRequest) -> AsyncIterator[asyncflow.Runtime]:
+    """A runtime whose actors live in other processes: its own, or Ray's."""
+    if request.param == "ray":
+        request.getfixturevalue("ray_instance")
+    async with asyncflow.open_runtime(request.param) as rt:
         yield rt
 
 

@@ -22,6 +22,7 @@ class Transport(Protocol):
     name: str
     methods: dict[str, bool]
     pid: int | None
+    node_id: str | None
     notify_errors: list[BaseException]
     calls_completed: int
 
@@ -97,6 +98,11 @@ class ActorHandle:
     @property
     def pid(self) -> int | None:
         return self._transport.pid
+
+    @property
+    def node_id(self) -> str | None:
+        """The Ray node the actor runs on (the ``ray`` backend); None on the others."""
+        return self._transport.node_id
 
     @property
     def methods(self) -> frozenset[str]:

@@ -25,6 +25,7 @@ class LocalTransport:
         self.name = name
         self.methods: dict[str, bool] = {}
         self.pid: int | None = None
+        self.node_id: str | None = None
         self.notify_errors: list[BaseException] = []
         self.calls_completed = 0
         self._factory, self._args, self._kwargs = factory, args, kwargs

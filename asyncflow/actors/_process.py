@@ -60,6 +60,7 @@ class ProcessTransport:
         self.name = name
         self.methods: dict[str, bool] = {}
         self.pid: int | None = None
+        self.node_id: str | None = None
         self._payload = payload
         self._options = options
         self._on_exit_cb = on_exit

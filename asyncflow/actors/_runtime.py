@@ -21,7 +21,7 @@ import os
 import signal
 import threading
 import weakref
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -31,13 +31,14 @@ from ._handle import ActorHandle, Transport
 from ._launch import ActorProcess
 from ._local import LocalTransport
 from ._process import ProcessOptions, ProcessTransport
+from ._ray import RayOptions, RayTransport, import_ray
 from ._ring import sweep_stale_segments
 from ._serialize import dumps_by_value
 from ._server_exit import imported_by_the_fork_server, preload_with_quick_exit
 
 __all__ = ["Runtime", "RuntimeStatistics", "open_runtime", "start_fork_server", "stop_fork_server"]
 
-Backend = Literal["process", "local"]
+Backend = Literal["process", "local", "ray"]
 
 _live_runtimes: weakref.WeakSet[Runtime] = weakref.WeakSet()
 _names = itertools.count(1)
@@ -90,15 +91,23 @@ class Runtime:
         torch_threads: int | None = 1,
         ring_bytes: int = 8 << 20,
         stop_timeout: float = 2.0,
+        address: str | None = None,
+        ray_init: Mapping[str, Any] | None = None,
     ) -> None:
-        if backend not in ("process", "local"):
-            raise ConfigError(f"backend must be 'process' or 'local', not {backend!r}")
+        if backend not in ("process", "local", "ray"):
+            raise ConfigError(f"backend must be 'process', 'local' or 'ray', not {backend!r}")
+        if backend == "ray":
+            import_ray()  # a ConfigError naming the extra, before anything starts
+        elif address is not None or ray_init is not None:
+            raise ConfigError(f"address and ray_init are options of backend='ray', not of {backend!r}")
         if start_method not in ("forkserver", "spawn"):
             raise ConfigError(f"start_method must be 'forkserver' or 'spawn', not {start_method!r}")
         if ring_bytes < 4096:
             raise ConfigError(f"ring_bytes must be at least 4096, not {ring_bytes}")
         self.backend = backend
         self._options = ProcessOptions(start_method, torch_threads, ring_bytes, stop_timeout)
+        self._address, self._ray_init = address, ray_init
+        self._on_ray = False  # attached to Ray (released at close)
         self._preload = preload_with_quick_exit(default_preload() if preload is None else preload)
         self._handles: list[ActorHandle] = []
         self._closed = False
@@ -107,6 +116,11 @@ class Runtime:
     # -- lifecycle -------------------------------------------------------
 
     async def __aenter__(self) -> Runtime:
+        if self.backend == "ray":
+            from . import _ray_cluster
+
+            _ray_cluster.attach(self._address, self._ray_init)
+            self._on_ray = True
         if self.backend == "process":
             _live_runtimes.add(self)
             sweep_stale_segments()  # what drivers killed with -9 left in /dev/shm
@@ -153,6 +167,11 @@ class Runtime:
         handles, self._handles = self._handles, []
         if handles:
             await asyncio.gather(*(h.close() for h in handles), return_exceptions=True)
+        if self._on_ray:
+            from . import _ray_cluster
+
+            self._on_ray = False
+            _ray_cluster.detach()
 
     def _kill_now(self) -> None:
         for handle in self._handles:
@@ -167,12 +186,16 @@ class Runtime:
         *args: Any,
         name: str | None = None,
         max_restarts: int = 0,
+        num_cpus: float = 0,
+        num_gpus: float = 0,
         **kwargs: Any,
     ) -> ActorHandle:
         """Create an actor from a class (or any callable returning an object).
 
-        Constructor arguments follow ``factory``; ``name`` and ``max_restarts``
-        are the runtime's own keywords.
+        Constructor arguments follow ``factory``; ``name``, ``max_restarts``,
+        ``num_cpus`` and ``num_gpus`` are the runtime's own keywords. The last
+        two are what the actor reserves on a Ray cluster (none by default), and
+        are ignored by the other backends.
         """
         if self._closed:
             raise ClosedError("the runtime is closed")
@@ -180,6 +203,9 @@ class Runtime:
             raise TypeError(f"spawn() needs a class or a callable, not {type(factory).__name__} {factory!r}")
         if not isinstance(max_restarts, int) or max_restarts < 0:
             raise ConfigError(f"max_restarts must be a non-negative int, not {max_restarts!r}")
+        for key, amount in (("num_cpus", num_cpus), ("num_gpus", num_gpus)):
+            if not isinstance(amount, int | float) or isinstance(amount, bool) or amount < 0:
+                raise ConfigError(f"{key} must be a non-negative number, not {amount!r}")
         type_name = getattr(factory, "__qualname__", type(factory).__qualname__)
         name = name or f"{type_name}-{next(_names)}"
         make: Callable[[ActorHandle], Transport]
@@ -196,9 +222,20 @@ class Runtime:
                     f"cannot pickle the constructor of actor {name!r} ({type_name}): {exc}"
                 ) from exc
             await self.wait_ready()
+            if self.backend == "ray":
+                from ._ray_cluster import check_feasible
 
-            def make(handle: ActorHandle) -> Transport:
-                return ProcessTransport(name, payload, self._options, handle._on_exit)
+                check_feasible(name, num_cpus, num_gpus)
+                opts = self._options
+                ray_options = RayOptions(opts.torch_threads, opts.stop_timeout, float(num_cpus), float(num_gpus))
+
+                def make(handle: ActorHandle) -> Transport:
+                    return RayTransport(name, payload, ray_options, handle._on_exit)
+
+            else:
+
+                def make(handle: ActorHandle) -> Transport:
+                    return ProcessTransport(name, payload, self._options, handle._on_exit)
 
         handle = ActorHandle(name, type_name, make, max_restarts)
         self._handles.append(handle)
@@ -225,6 +262,15 @@ class Runtime:
             calls_completed=sum(h._calls_completed for h in handles),
             bytes_moved=sum(h._bytes_moved for h in handles),
         )
+
+    def share(self, value: Any) -> Any:
+        """What to pass to many actors instead of ``value``: on Ray, one reference to one copy in
+        the object store (an actor receives the value itself); on the other backends, ``value``."""
+        if self.backend != "ray":
+            return value
+        from ._ray_cluster import share
+
+        return share(value)
 
     @property
     def closed(self) -> bool:

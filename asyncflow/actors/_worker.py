@@ -31,7 +31,7 @@ from ._protocol import Kind, describe, pack_error
 from ._ring import Ring, RingReader, RingWriter
 from ._serialize import loads
 
-__all__ = ["Bootstrap", "InheritedBell", "main", "method_table"]
+__all__ = ["Bootstrap", "InheritedBell", "close_actor_object", "limit_threads", "main", "method_table"]
 
 
 class InheritedBell:
@@ -95,7 +95,7 @@ def main(boot: Bootstrap) -> None:
     # what an actor starts itself does not inherit a blocked SIGINT.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
-    _limit_threads(boot.torch_threads)
+    limit_threads(boot.torch_threads)
     loop: asyncio.AbstractEventLoop
     try:
         import uvloop
@@ -117,7 +117,7 @@ def main(boot: Bootstrap) -> None:
     os._exit(0)
 
 
-def _limit_threads(threads: int | None) -> None:
+def limit_threads(threads: int | None) -> None:
     if threads is None:
         return
     for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):

@@ -111,8 +111,8 @@ async def test_drain_gives_backpressure_through_a_small_ring(tmp_path: Path) -> 
         assert rt.statistics().bytes_moved > 5 << 20
 
 
-async def test_notify_failure_surfaces_at_next_call(process_runtime: asyncflow.Runtime) -> None:
-    c = await process_runtime.spawn(Counter)
+async def test_notify_failure_surfaces_at_next_call(remote_runtime: asyncflow.Runtime) -> None:
+    c = await remote_runtime.spawn(Counter)
     c.notify("fail", "from notify")
     await c.add(0)  # round trip: the error report has arrived by now
     with pytest.raises(ValueError, match="from notify"):
@@ -132,10 +132,10 @@ async def test_statistics_is_a_frozen_snapshot(runtime: asyncflow.Runtime) -> No
         stats.actors_alive = 3  # type: ignore[misc]
 
 
-async def test_pid_and_name_are_visible(process_runtime: asyncflow.Runtime) -> None:
+async def test_pid_and_name_are_visible(remote_runtime: asyncflow.Runtime) -> None:
     import os
 
-    c = await process_runtime.spawn(Counter, name="visible")
+    c = await remote_runtime.spawn(Counter, name="visible")
     assert c.pid == await c.getpid() != os.getpid()
     assert "visible" in repr(c)
 
@@ -180,10 +180,10 @@ async def test_class_defined_in_a_closure(runtime: asyncflow.Runtime) -> None:
     assert square == 10
 
 
-async def test_lambda_as_argument(process_runtime: asyncflow.Runtime) -> None:
+async def test_lambda_as_argument(remote_runtime: asyncflow.Runtime) -> None:
     class Apply:
         def apply(self, fn, x):  # type: ignore[no-untyped-def]
             return fn(x)
 
-    c = await process_runtime.spawn(Apply)
+    c = await remote_runtime.spawn(Apply)
     assert await c.apply(lambda v: v * 3, 5) == 15

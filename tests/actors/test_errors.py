@@ -10,8 +10,8 @@ from asyncflow import ClosedError, ConfigError, RemoteError, RemoteTraceback, Se
 from .helpers import Broken, Counter
 
 
-async def test_remote_exception_keeps_type_and_traceback(process_runtime: asyncflow.Runtime) -> None:
-    c = await process_runtime.spawn(Counter)
+async def test_remote_exception_keeps_type_and_traceback(remote_runtime: asyncflow.Runtime) -> None:
+    c = await remote_runtime.spawn(Counter)
     with pytest.raises(ValueError, match="boom") as info:
         await c.fail("boom")
     cause = info.value.__cause__
@@ -20,25 +20,25 @@ async def test_remote_exception_keeps_type_and_traceback(process_runtime: asyncf
     assert await c.add(1) == 1  # the actor is still usable
 
 
-async def test_exception_that_cannot_be_rebuilt_is_a_remote_error(process_runtime: asyncflow.Runtime) -> None:
-    c = await process_runtime.spawn(Counter)
+async def test_exception_that_cannot_be_rebuilt_is_a_remote_error(remote_runtime: asyncflow.Runtime) -> None:
+    c = await remote_runtime.spawn(Counter)
     with pytest.raises(RemoteError, match="Unpicklable: custom:1") as info:
         await c.fail_custom()
     assert info.value.type_name.endswith("helpers.Unpicklable")
     assert isinstance(info.value.__cause__, RemoteTraceback)
 
 
-async def test_unpicklable_argument_fails_at_the_call(process_runtime: asyncflow.Runtime) -> None:
+async def test_unpicklable_argument_fails_at_the_call(remote_runtime: asyncflow.Runtime) -> None:
     import threading
 
-    c = await process_runtime.spawn(Counter)
+    c = await remote_runtime.spawn(Counter)
     with pytest.raises(SerializationError, match=r"echo\(\).*lock"):
         c.echo(threading.Lock())
     assert await c.add(2) == 2
 
 
-async def test_unpicklable_result_names_type_and_method(process_runtime: asyncflow.Runtime) -> None:
-    c = await process_runtime.spawn(Counter)
+async def test_unpicklable_result_names_type_and_method(remote_runtime: asyncflow.Runtime) -> None:
+    c = await remote_runtime.spawn(Counter)
     with pytest.raises(SerializationError, match=r"return_lock\(\).*lock"):
         await c.return_lock()
     assert await c.add(3) == 3

@@ -33,8 +33,8 @@ def _gone(pid: int) -> bool:
         return True
 
 
-async def test_kill_9_fails_every_pending_call(process_runtime: asyncflow.Runtime) -> None:
-    c = await process_runtime.spawn(Counter)
+async def test_kill_9_fails_every_pending_call(remote_runtime: asyncflow.Runtime) -> None:
+    c = await remote_runtime.spawn(Counter)
     pending = [asyncio.ensure_future(c.slow_add(1, 30.0)) for _ in range(20)]
     pending += [asyncio.ensure_future(c.hang()) for _ in range(5)]
     await asyncio.sleep(0.1)
@@ -42,25 +42,31 @@ async def test_kill_9_fails_every_pending_call(process_runtime: asyncflow.Runtim
     os.kill(c.pid, signal.SIGKILL)
     results = await asyncio.wait_for(asyncio.gather(*pending, return_exceptions=True), timeout=5)
     assert all(isinstance(r, ActorDiedError) for r in results)
-    assert all(r.exitcode == -signal.SIGKILL for r in results)  # type: ignore[union-attr]
-    assert "SIGKILL" in str(results[0])
+    if remote_runtime.backend == "process":
+        assert all(r.exitcode == -signal.SIGKILL for r in results)  # type: ignore[union-attr]
+        assert "SIGKILL" in str(results[0])
+    else:  # Ray knows that its worker died, not how: its own error is the cause
+        import ray
+
+        assert all(isinstance(r.__cause__, ray.exceptions.RayActorError) for r in results)
     with pytest.raises(ActorDiedError):
         await c.add(1)
     assert not c.alive
 
 
-async def test_exit_inside_a_method_is_reported(process_runtime: asyncflow.Runtime) -> None:
-    c = await process_runtime.spawn(Counter)
+async def test_exit_inside_a_method_is_reported(remote_runtime: asyncflow.Runtime) -> None:
+    c = await remote_runtime.spawn(Counter)
     other = asyncio.ensure_future(c.slow_add(1, 30.0))
     with pytest.raises(ActorDiedError) as info:
         await c.exit_now(3)
-    assert info.value.exitcode == 3
+    if remote_runtime.backend == "process":
+        assert info.value.exitcode == 3
     with pytest.raises(ActorDiedError):
         await other
 
 
-async def test_restart_policy_recreates_the_actor(process_runtime: asyncflow.Runtime) -> None:
-    c = await process_runtime.spawn(Counter, 100, max_restarts=1)
+async def test_restart_policy_recreates_the_actor(remote_runtime: asyncflow.Runtime) -> None:
+    c = await remote_runtime.spawn(Counter, 100, max_restarts=1)
     assert await c.add(1) == 101
     first_pid = c.pid
     assert first_pid is not None
@@ -72,7 +78,7 @@ async def test_restart_policy_recreates_the_actor(process_runtime: asyncflow.Run
     # Calls made while it restarts wait for the new process; state starts over.
     assert await c.add(1) == 101
     assert c.restarts == 1 and c.pid != first_pid
-    assert process_runtime.statistics().restarts == 1
+    assert remote_runtime.statistics().restarts == 1
     assert c.pid is not None
     os.kill(c.pid, signal.SIGKILL)  # the policy is used up now
     with pytest.raises(ActorDiedError):
@@ -97,8 +103,8 @@ async def test_cancelling_a_caller_cancels_the_remote_task(runtime: asyncflow.Ru
     assert await c.add(5) == 5
 
 
-async def test_cancelled_waiter_does_not_break_later_calls(process_runtime: asyncflow.Runtime) -> None:
-    c = await process_runtime.spawn(Counter)
+async def test_cancelled_waiter_does_not_break_later_calls(remote_runtime: asyncflow.Runtime) -> None:
+    c = await remote_runtime.spawn(Counter)
     with pytest.raises(TimeoutError):
         await asyncio.wait_for(c.slow_add(1, 5.0), timeout=0.05)
     results = await asyncio.gather(*(c.add(1) for _ in range(100)))
@@ -242,11 +248,11 @@ def test_killed_driver_takes_its_actors_along(tmp_path: object) -> None:
         assert _wait_until(lambda: our_segments(proc.pid) == [], 3)
 
 
-async def test_a_failed_restart_is_an_actor_died_error(process_runtime: asyncflow.Runtime, tmp_path: object) -> None:
+async def test_a_failed_restart_is_an_actor_died_error(remote_runtime: asyncflow.Runtime, tmp_path: object) -> None:
     from .helpers import FailsOnRestart
 
     marker = os.path.join(str(tmp_path), "broken")
-    c = await process_runtime.spawn(FailsOnRestart, marker, max_restarts=3)
+    c = await remote_runtime.spawn(FailsOnRestart, marker, max_restarts=3)
     assert await c.add(1) == 1
     open(marker, "w").close()
     assert c.pid is not None

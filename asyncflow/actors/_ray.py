@@ -1,0 +1,321 @@
+"""The ``ray`` backend: each actor is a Ray actor, on whichever node Ray places it.
+
+::
+
+    driver (asyncio loop)                           Ray actor (Host, its own loop)
+    ─────────────────────                           ──────────────────────────────
+    call() ─ seq ─► host.call.remote(seq, ...) ───► waits its turn ─► method(*args)
+                                                                    │
+    future ◄── (ok, value) ◄── Ray's object store ◄─────────────────┘
+    host.wait_forever.remote() fails ──► every pending call fails with ActorDiedError
+
+The handle, its restart policy and its errors are the same objects as on the
+process backend: Ray restarts nothing itself (``max_restarts=0``); a dead Host
+is reported like a dead process and ``ActorHandle`` builds a new one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import contextlib
+import functools
+import importlib
+import itertools
+from collections.abc import Callable
+from dataclasses import dataclass
+from types import ModuleType
+from typing import Any
+
+from ..errors import ActorDiedError, ActorError, ClosedError, ConfigError, SerializationError
+from ._protocol import PackedError, unpack_error
+
+__all__ = ["RayOptions", "RayTransport", "import_ray"]
+
+NOTIFY_WINDOW = 64  # notifies in flight before drain() waits: Ray queues without bound
+MAX_CONCURRENCY = 100_000  # coroutines a Host runs at once; calls waiting their turn count too
+
+
+@dataclass(frozen=True)
+class RayOptions:
+    torch_threads: int | None = 1
+    stop_timeout: float = 2.0
+    num_cpus: float = 0.0
+    num_gpus: float = 0.0
+
+
+def import_ray() -> ModuleType:
+    """``ray``, or a ``ConfigError`` that says how to install it."""
+    try:
+        return importlib.import_module("ray")
+    except ImportError as exc:
+        raise ConfigError(
+            "backend='ray' needs Ray, which is not installed: pip install 'asyncflow[ray]' "
+            "(on every node of the cluster)"
+        ) from exc
+
+
+@functools.cache
+def host_class() -> Any:
+    from ._ray_host import Host
+
+    return import_ray().remote(Host)
+
+
+class RayTransport:
+    """Owns one Ray actor (a ``Host``) and the calls in flight to it."""
+
+    def __init__(
+        self,
+        name: str,
+        payload: bytes,
+        options: RayOptions,
+        on_exit: Callable[[RayTransport, ActorDiedError], None],
+    ) -> None:
+        self.name = name
+        self.methods: dict[str, bool] = {}
+        self.pid: int | None = None
+        self.node_id: str | None = None
+        self.notify_errors: list[BaseException] = []
+        self.calls_completed = 0
+        self.bytes_moved = 0  # Ray moves the bytes; its own metrics count them
+        self._payload = payload
+        self._options = options
+        self._on_exit_cb = on_exit
+        self._ray = import_ray()
+        self._actor: Any = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._seq = itertools.count(1)
+        self._pending: dict[int, asyncio.Future[Any]] = {}
+        self._notifies = 0
+        self._drained: asyncio.Future[None] | None = None
+        self._exited: asyncio.Future[None] | None = None
+        self._dead: BaseException | None = None
+        self._stopping = False
+
+    # -- lifecycle -------------------------------------------------------
+
+    async def start(self) -> None:
+        loop = self._loop = asyncio.get_running_loop()
+        opts = self._options
+        self._exited = loop.create_future()
+        self._actor = (
+            host_class()
+            .options(num_cpus=opts.num_cpus, num_gpus=opts.num_gpus, max_restarts=0, max_concurrency=MAX_CONCURRENCY)
+            .remote(self.name, self._payload, opts.torch_threads)
+        )
+        self._when_done(self._actor.wait_forever.remote(), self._on_death)
+        ready: asyncio.Future[Any] = loop.create_future()
+        self._when_done(self._actor.start.remote(), functools.partial(_settle, ready))
+        try:
+            ok, value = await ready
+        except self._ray.exceptions.RayActorError as exc:
+            raise self._died(exc, "before it was ready") from exc
+        if not ok:
+            raise unpack_error(value)
+        self.methods, self.pid, self.node_id = value
+
+    async def stop(self) -> None:
+        """The object's ``aclose()`` (within ``stop_timeout``), then ``ray.kill``; returns once Ray
+        reports the actor dead."""
+        self._stopping = True
+        self._fail_pending(ClosedError(f"actor {self.name!r} was stopped"))
+        if self._actor is None or self._exited is None:
+            return
+        timeout = self._options.stop_timeout
+        if not self._exited.done() and self.methods:
+            closed: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+            self._when_done(self._actor.close.remote(), functools.partial(_settle, closed))
+            await asyncio.wait([closed, self._exited], timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+            if closed.done() and not closed.cancelled():
+                closed.exception()  # retrieved: the actor is going either way
+        if not self._exited.done():
+            self._ray.kill(self._actor, no_restart=True)
+            await asyncio.wait([self._exited], timeout=timeout)
+
+    async def kill(self) -> None:
+        """Kill the Ray actor, as a crash would, and wait until its death is handled."""
+        if self._actor is not None and self._exited is not None:
+            if not self._exited.done():
+                self._ray.kill(self._actor, no_restart=True)
+            await asyncio.shield(self._exited)
+
+    def kill_now(self) -> None:
+        self._stopping = True
+        if self._actor is not None and self._ray.is_initialized():
+            with contextlib.suppress(Exception):  # best effort at interpreter exit
+                self._ray.kill(self._actor, no_restart=True)
+
+    # -- calls -----------------------------------------------------------
+
+    @property
+    def alive(self) -> bool:
+        return self._dead is None and not self._stopping
+
+    @property
+    def in_flight(self) -> int:
+        return len(self._pending) + self._notifies
+
+    @property
+    def backlogged(self) -> bool:
+        return self._notifies >= NOTIFY_WINDOW
+
+    def call(self, method: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> asyncio.Future[Any]:
+        assert self._loop is not None
+        self._check_alive()
+        seq = self._submit(method, args, kwargs, self._on_reply)
+        future = self._pending[seq] = self._loop.create_future()
+        if self.methods.get(method):
+            future.add_done_callback(lambda f: self._cancel_remote(seq, f))
+        return future
+
+    def notify(self, method: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+        self._check_alive()
+        self._submit(method, args, kwargs, self._on_notified)
+        self._notifies += 1
+
+    async def drain(self) -> None:
+        """Wait until fewer than ``NOTIFY_WINDOW`` notifies are in flight."""
+        while self.backlogged:
+            self._check_alive()
+            if self._drained is None or self._drained.done():
+                assert self._loop is not None
+                self._drained = self._loop.create_future()
+            await self._drained
+
+    def _submit(
+        self, method: str, args: tuple[Any, ...], kwargs: dict[str, Any], done: Callable[[int, str, Any], None]
+    ) -> int:
+        seq = next(self._seq)
+        try:
+            ref = self._actor.call.remote(seq, method, kwargs, *args)
+        except Exception as exc:
+            self._actor.cancel.remote(seq)  # the host must not wait for this number
+            raise SerializationError(f"cannot pickle the arguments of {self.name}.{method}(): {exc}") from exc
+        self._when_done(ref, functools.partial(done, seq, method))
+        return seq
+
+    def _check_alive(self) -> None:
+        if self._stopping:
+            raise ClosedError(f"actor {self.name!r} was stopped")
+        if self._dead is not None:
+            raise self._dead
+
+    def _cancel_remote(self, seq: int, future: asyncio.Future[Any]) -> None:
+        if future.cancelled() and self.alive:
+            self._pending.pop(seq, None)
+            self._actor.cancel.remote(seq)
+
+    def _when_done(self, ref: Any, callback: Callable[[concurrent.futures.Future[Any]], None]) -> None:
+        """Run ``callback(ray_future)`` on our loop once ``ref`` is ready (Ray answers on its own thread)."""
+        loop = self._loop
+        assert loop is not None
+
+        def on_ray_thread(done: concurrent.futures.Future[Any]) -> None:
+            with contextlib.suppress(RuntimeError):  # the loop is closed: nobody waits any more
+                loop.call_soon_threadsafe(callback, done)
+
+        ref.future().add_done_callback(on_ray_thread)
+
+    # -- answers (on our loop) -------------------------------------------
+
+    def _on_reply(self, seq: int, method: str, done: concurrent.futures.Future[Any]) -> None:
+        self.calls_completed += 1
+        future = self._pending.pop(seq, None)
+        if future is None or future.done():
+            return  # the caller cancelled, or the actor was declared dead first
+        try:
+            result, error = self._outcome(method, done)
+        except BaseException as exc:  # noqa: BLE001 - delivered to the caller
+            future.set_exception(exc)
+            return
+        if error is not None:
+            future.set_exception(error)
+        else:
+            future.set_result(result)
+
+    def _on_notified(self, seq: int, method: str, done: concurrent.futures.Future[Any]) -> None:
+        self.calls_completed += 1
+        self._notifies -= 1
+        if not self._stopping and self._dead is None:
+            try:
+                _, error = self._outcome(method, done)
+            except ActorDiedError:
+                error = None  # the death itself is reported through the sentinel
+            except BaseException as exc:  # noqa: BLE001 - surfaces at the next call
+                error = exc
+            if error is not None:
+                self.notify_errors.append(error)
+        drained = self._drained
+        if drained is not None and not drained.done() and not self.backlogged:
+            drained.set_result(None)
+
+    def _outcome(self, method: str, done: concurrent.futures.Future[Any]) -> tuple[Any, BaseException | None]:
+        """``(result, None)`` or ``(None, the caller's exception)``; raises what Ray raised, translated."""
+        exceptions = self._ray.exceptions
+        try:
+            ok, value = done.result()
+        except exceptions.RayActorError as exc:
+            raise self._died(exc) from exc
+        except exceptions.RayTaskError as exc:  # Ray failed around our code: (un)pickling
+            cause = getattr(exc, "cause", None) or exc
+            raise SerializationError(
+                f"the arguments or the result of {self.name}.{method}() could not travel through Ray: "
+                f"{type(cause).__name__}: {cause}"
+            ) from exc
+        except exceptions.RayError as exc:
+            raise ActorError(f"a call to actor {self.name!r} failed in Ray: {exc}") from exc
+        if ok:
+            return value, None
+        packed: PackedError = value
+        return None, unpack_error(packed)
+
+    def _on_death(self, done: concurrent.futures.Future[Any]) -> None:
+        assert self._exited is not None
+        if not self._exited.done():
+            self._exited.set_result(None)
+        if self._stopping:
+            return
+        exc = done.exception()
+        died = self._died(exc)
+        died.__cause__ = exc
+        self._dead = died
+        self._fail_pending(died)
+        self._on_exit_cb(self, died)
+
+    def _died(self, cause: BaseException | None, when: str = "") -> ActorDiedError:
+        reason = _ray_reason(cause)
+        detail = f"its Ray actor is gone{f' ({reason})' if reason else ''}"
+        if when:
+            detail = f"{when}: {detail}"
+        return ActorDiedError(self.name, None, detail)
+
+    def _fail_pending(self, error: BaseException) -> None:
+        if self._drained is not None and not self._drained.done():
+            self._drained.set_exception(error)
+            self._drained.exception()  # retrieved here; drain() re-raises via _check_alive
+        pending, self._pending = self._pending, {}
+        for future in pending.values():
+            if not future.done():
+                future.set_exception(error)
+
+
+def _settle(target: asyncio.Future[Any], done: concurrent.futures.Future[Any]) -> None:
+    if target.done():
+        return
+    exc = done.exception()
+    if exc is not None:
+        target.set_exception(exc)
+    else:
+        target.set_result(done.result())
+
+
+def _ray_reason(cause: BaseException | None) -> str:
+    """The line of Ray's long death message that says why."""
+    if cause is None:
+        return ""
+    lines = [line.strip() for line in str(cause).splitlines() if line.strip()]
+    for line in lines:
+        if line.startswith("The actor is dead because"):
+            return line.removeprefix("The actor is dead because").strip().rstrip(".")
+    return lines[0] if lines else type(cause).__name__
