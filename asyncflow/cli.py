@@ -54,6 +54,12 @@ def _build_parser() -> argparse.ArgumentParser:
     )
     train.add_argument("--config", type=Path, help="a .yaml, .toml or .json file of config fields")
     train.add_argument("--num-workers", type=int, help="rollout worker processes (0: sample in this process)")
+    train.add_argument(
+        "--backend",
+        choices=["process", "ray", "local"],
+        help="where workers run: processes on this machine (default), Ray actors, or in-process",
+    )
+    train.add_argument("--address", help="--backend ray: the Ray cluster ('auto' or HOST:PORT; default: a local Ray)")
     train.add_argument("--seed", type=int, help="random seed")
     train.add_argument("--stop-reward", type=float, help="stop at this mean episode return")
     train.add_argument("--stop-timesteps", type=int, help="stop after this many env steps")
@@ -109,8 +115,20 @@ def _make_config(cls: Any, args: argparse.Namespace) -> Any:
         fields["num_workers"] = args.num_workers
     if args.seed is not None:
         fields["seed"] = args.seed
+    fields.update(_placement(args))
     fields.update(_parse_sets(args.set))
     return cls.config_class(**fields)  # ConfigError before anything starts
+
+
+def _placement(args: argparse.Namespace) -> dict[str, Any]:
+    """``--backend`` and ``--address`` as config fields (an address implies Ray)."""
+    fields: dict[str, Any] = {}
+    if args.backend is not None:
+        fields["backend"] = args.backend
+    if args.address is not None:
+        fields["address"] = args.address
+        fields.setdefault("backend", "ray")
+    return fields
 
 
 class _Terminated(Exception):
@@ -148,9 +166,12 @@ def _train(args: argparse.Namespace) -> int:
         raise ConfigError(f"--checkpoint-every must be >= 0, not {args.checkpoint_every}")
     if args.resume is not None:
         if args.algo or args.config or args.env or args.set or args.num_workers is not None or args.seed is not None:
-            raise ConfigError("--resume continues a run with its saved config; give only stop conditions and logging")
+            raise ConfigError(
+                "--resume continues a run with its saved config; give only stop conditions, logging, "
+                "--backend and --address"
+            )
         checkpoint = latest_checkpoint(args.resume)
-        algo = Algorithm.restore(checkpoint)
+        algo = Algorithm.restore(checkpoint, **_placement(args))  # a run may resume elsewhere
         run_dir, name = args.resume, algo.name
         print(f"asyncflow: resuming {name} from {checkpoint}")
     else:

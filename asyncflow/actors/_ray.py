@@ -29,6 +29,7 @@ from typing import Any
 
 from ..errors import ActorDiedError, ActorError, ClosedError, ConfigError, SerializationError
 from ._protocol import PackedError, unpack_error
+from ._ray_host import own_arrays
 
 __all__ = ["RayOptions", "RayTransport", "import_ray"]
 
@@ -266,7 +267,7 @@ class RayTransport:
         except exceptions.RayError as exc:
             raise ActorError(f"a call to actor {self.name!r} failed in Ray: {exc}") from exc
         if ok:
-            return value, None
+            return own_arrays(value), None
         packed: PackedError = value
         return None, unpack_error(packed)
 

@@ -3,8 +3,10 @@
 ``address=None`` starts a local Ray for the runtimes of this process (no
 dashboard), unless Ray is already initialized here, in which case the runtime
 joins it. An ``address`` attaches to a running cluster (``"auto"``, or
-``HOST:PORT`` of its head). A Ray that a runtime started is shut down when the
-last runtime using it closes; one it attached to is left running.
+``HOST:PORT`` of its head). When the last runtime using it closes, a Ray
+that a runtime started is shut down, and from a cluster that a runtime
+attached to this process disconnects (the cluster runs on). A Ray that was
+initialized here before is left as it was.
 """
 
 from __future__ import annotations
@@ -22,34 +24,33 @@ __all__ = ["attach", "check_feasible", "detach", "share"]
 PROBE_TIMEOUT_S = 3.0
 
 _users = 0  # open runtimes of this process on Ray
-_started_here = False  # one of them started the instance
+_initialized_here = False  # one of them called ray.init (and so calls ray.shutdown)
 
 
 def attach(address: str | None, init_options: Mapping[str, Any] | None) -> None:
     """Make sure Ray is initialized for one more runtime."""
-    global _users, _started_here
+    global _users, _initialized_here
     ray = import_ray()
     if not ray.is_initialized():
         if address is None:
             options = {"include_dashboard": False, **(init_options or {})}
             ray.init(address="local", **options)
-            _started_here = True
         else:
             _probe(address)
             try:
                 ray.init(address=address, **(init_options or {}))
             except ConnectionError as exc:
                 raise ConfigError(f"no Ray cluster at address={address!r}: {exc}") from exc
-            _started_here = False
+        _initialized_here = True
     _users += 1
 
 
 def detach() -> None:
-    """One runtime fewer; the last one shuts down a Ray that a runtime started."""
-    global _users, _started_here
+    """One runtime fewer; the last one undoes the ``ray.init`` a runtime made."""
+    global _users, _initialized_here
     _users = max(_users - 1, 0)
-    if _users == 0 and _started_here:
-        _started_here = False
+    if _users == 0 and _initialized_here:
+        _initialized_here = False
         import_ray().shutdown()
 
 
@@ -58,17 +59,22 @@ def share(value: Any) -> Any:
     return import_ray().put(value)
 
 
-def check_feasible(name: str, num_cpus: float, num_gpus: float) -> None:
-    """An actor that no node of the cluster can hold is a ``ConfigError``, not a wait forever."""
+def check_feasible(name: str, num_cpus: float, num_gpus: float, count: int = 1) -> None:
+    """Actors that the cluster can never hold are a ``ConfigError``, not a wait forever:
+    one that no node fits, or ``count`` of them beyond the cluster's total."""
     if not num_cpus and not num_gpus:
         return
     nodes = [n["Resources"] for n in import_ray().nodes() if n.get("Alive")]
-    if any(r.get("CPU", 0) >= num_cpus and r.get("GPU", 0) >= num_gpus for r in nodes):
+    total_cpus = sum(r.get("CPU", 0) for r in nodes)
+    total_gpus = sum(r.get("GPU", 0) for r in nodes)
+    fits_a_node = any(r.get("CPU", 0) >= num_cpus and r.get("GPU", 0) >= num_gpus for r in nodes)
+    if fits_a_node and count * num_cpus <= total_cpus + 1e-9 and count * num_gpus <= total_gpus + 1e-9:
         return
-    largest: dict[str, float] = max(nodes, key=lambda r: (r.get("GPU", 0), r.get("CPU", 0)), default={})
+    what = f"{count} actors" if count > 1 else f"actor {name!r}"
     raise ConfigError(
-        f"actor {name!r} asks Ray for num_cpus={num_cpus:g}, num_gpus={num_gpus:g}, which no node of "
-        f"the cluster has (the largest: {largest.get('CPU', 0):g} CPUs, {largest.get('GPU', 0):g} GPUs)"
+        f"{what} asking Ray for num_cpus={num_cpus:g}, num_gpus={num_gpus:g} each would never all start: "
+        f"the cluster has {total_cpus:g} CPUs and {total_gpus:g} GPUs in {len(nodes)} node(s) "
+        "(lower num_cpus_per_worker or num_gpus_per_worker, or add nodes)"
     )
 
 

@@ -16,20 +16,28 @@ so that an exception comes back with its own type and the remote traceback as
 ``__cause__``, exactly as on the process backend. Values go back to Ray as
 they are: numpy arrays travel out of band in Ray's own serializer, with no
 pickling of ours in between.
+
+Ray hands over a large array as a read-only view of its object store; both ends
+replace those with writable copies (``own_arrays``), so that an actor or a
+learner may write into what it received, as on the process backend (whose
+arrays are copied out of the ring: the same one copy).
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import inspect
 import os
 from typing import Any
+
+import numpy as np
 
 from ._protocol import pack_error
 from ._serialize import loads
 from ._worker import close_actor_object, limit_threads, method_table
 
-__all__ = ["Host"]
+__all__ = ["Host", "own_arrays"]
 
 
 class Host:
@@ -79,7 +87,7 @@ class Host:
                 raise
         bound, is_async = self.methods[method]
         try:
-            result = bound(*args, **kwargs)
+            result = bound(*own_arrays(args), **own_arrays(kwargs))
         except Exception as exc:  # noqa: BLE001 - travels back to the caller
             return False, pack_error(exc)
         finally:
@@ -134,6 +142,36 @@ class Host:
             await asyncio.wait(list(self.tasks.values()))
         obj, self.obj = self.obj, None
         await close_actor_object(obj)
+
+
+def own_arrays(value: Any, depth: int = 0) -> Any:
+    """``value`` with every read-only numpy array in it (Ray's zero-copy views) replaced by a
+    writable copy: in place in dicts, lists and dataclasses, rebuilt in plain tuples."""
+    if isinstance(value, np.ndarray):
+        return value if value.flags.writeable else value.copy()
+    if depth >= 8 or isinstance(value, str | bytes | int | float | type(None)):
+        return value
+    if isinstance(value, dict):
+        for key, item in value.items():
+            mine = own_arrays(item, depth + 1)
+            if mine is not item:
+                value[key] = mine
+    elif isinstance(value, list):
+        for i, item in enumerate(value):
+            mine = own_arrays(item, depth + 1)
+            if mine is not item:
+                value[i] = mine
+    elif type(value) is tuple:
+        mine = tuple(own_arrays(item, depth + 1) for item in value)
+        if any(a is not b for a, b in zip(mine, value, strict=True)):
+            return mine
+    elif dataclasses.is_dataclass(value) and not isinstance(value, type):
+        for f in dataclasses.fields(value):
+            item = getattr(value, f.name, None)
+            mine = own_arrays(item, depth + 1)
+            if mine is not item:
+                object.__setattr__(value, f.name, mine)  # frozen ones too: the object is ours
+    return value
 
 
 def _current_task_cancelling() -> bool:

@@ -263,6 +263,14 @@ class Runtime:
             bytes_moved=sum(h._bytes_moved for h in handles),
         )
 
+    def check_fits(self, count: int, *, num_cpus: float = 0, num_gpus: float = 0) -> None:
+        """On Ray: a ``ConfigError`` when ``count`` actors of these resources can never all run
+        on the cluster (they would wait forever); nothing on the other backends."""
+        if self.backend == "ray":
+            from ._ray_cluster import check_feasible
+
+            check_feasible("", num_cpus, num_gpus, count)
+
     def share(self, value: Any) -> Any:
         """What to pass to many actors instead of ``value``: on Ray, one reference to one copy in
         the object store (an actor receives the value itself); on the other backends, ``value``."""

@@ -196,14 +196,19 @@ class Algorithm:
 
     async def _start(self) -> None:
         c = self.config
-        runtime = await self._stack.enter_async_context(open_runtime("process" if c.num_workers > 0 else "local"))
+        backend = c.backend if c.num_workers > 0 else "local"
+        options = {"address": c.address} if backend == "ray" else {}
+        runtime = await self._stack.enter_async_context(open_runtime(backend, **options))  # type: ignore[arg-type]
         self.runtime = runtime
+        runtime.check_fits(max(c.num_workers, 1), num_cpus=c.num_cpus_per_worker, num_gpus=c.num_gpus_per_worker)
         spawns = self.spawn_workers(runtime)
         self.learner = self.make_learner()
         for learner in self.learners():
             check_learner(learner, f"{type(self).__name__}.make_learner()")
         handles = await asyncio.gather(*spawns)
-        self.workers = WorkerSet(handles, sample_timeout_s=c.sample_timeout_s, env=f"env {env_name(c.env)!r}")
+        self.workers = WorkerSet(
+            handles, sample_timeout_s=c.sample_timeout_s, env=f"env {env_name(c.env)!r}", share=runtime.share
+        )
         await self.workers.broadcast(self.learner.get_weights())  # one starting point everywhere
         await self.setup(runtime)
         self.ctx = FlowContext(start_time=time.perf_counter(), smoothing_episodes=c.metrics_smoothing_episodes)
@@ -237,6 +242,8 @@ class Algorithm:
                 **self.worker_options(),
                 name=f"{self.name}-worker-{i + 1}",
                 max_restarts=c.max_worker_restarts,
+                num_cpus=c.num_cpus_per_worker,
+                num_gpus=c.num_gpus_per_worker,
             )
             for i in range(max(c.num_workers, 1))
         ]

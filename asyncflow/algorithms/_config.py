@@ -105,6 +105,17 @@ class AlgorithmConfig:
     whose ``reset``, ``step`` and ``close`` are coroutines: ``asyncflow.rl.AsyncEnv``)."""
     num_workers: int = field(2, min=0)
     """Rollout worker processes; 0 samples in the driver."""
+    backend: str = "process"
+    """Where the workers (and any other actors of the plan) run: "process" (a process each, on
+    this machine), "ray" (Ray actors, on a Ray cluster: ``address``), or "local" (objects in the
+    driver, for debugging). The learner stays in the driver. num_workers=0 runs everything in the driver."""
+    address: str | None = None
+    """backend="ray": the Ray cluster to attach to ("auto", or HOST:PORT of its head);
+    None starts a local Ray for the run (and stops it after)."""
+    num_cpus_per_worker: float = field(1.0, min=0)
+    """backend="ray": CPUs each rollout worker reserves on the cluster."""
+    num_gpus_per_worker: float = field(0.0, min=0)
+    """backend="ray": GPUs each rollout worker reserves (fractions share one GPU)."""
     num_envs_per_worker: int = field(8, min=1)
     """Sub-environments stepped by each worker, with one batched forward pass."""
     rollout_fragment_length: int = field(64, min=1)
@@ -183,6 +194,14 @@ class AlgorithmConfig:
         if self.min_ready is not None and self.min_ready > self.num_envs_per_worker:
             raise ConfigError(f"min_ready: must be <= num_envs_per_worker ({self.num_envs_per_worker}), "
                               f"got {self.min_ready}")  # fmt: skip
+        if self.backend not in ("process", "ray", "local"):
+            raise ConfigError(f"backend: must be 'process', 'ray' or 'local', got {self.backend!r}")
+        if self.backend == "ray":
+            from ..actors._ray import import_ray
+
+            import_ray()  # a ConfigError naming the extra to install
+        elif self.address is not None:
+            raise ConfigError(f"address: only for backend='ray' (backend is {self.backend!r})")
         for name in ("learner_device", "worker_device"):
             resolve_device(getattr(self, name), name)  # a device this machine lacks fails here
 

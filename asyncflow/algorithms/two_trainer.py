@@ -234,6 +234,8 @@ class TwoTrainer(Algorithm):
                 check_env_output=c.check_env_output,
                 name=f"{self.name}-worker-{i + 1}",
                 max_restarts=c.max_worker_restarts,
+                num_cpus=c.num_cpus_per_worker,
+                num_gpus=c.num_gpus_per_worker,
             )
             for i in range(max(c.num_workers, 1))
         ]

@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import os
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from ..actors import ActorHandle
@@ -34,9 +34,15 @@ class WorkerSet:
     """The rollout workers of a plan: calls with restarts and timeouts, and weight broadcasts."""
 
     def __init__(
-        self, workers: Sequence[ActorHandle], *, sample_timeout_s: float | None = None, env: str = "the env"
+        self,
+        workers: Sequence[ActorHandle],
+        *,
+        sample_timeout_s: float | None = None,
+        env: str = "the env",
+        share: Callable[[Any], Any] | None = None,
     ) -> None:
         self.workers = list(workers)
+        self.share = share  # Runtime.share: one copy of the weights for every worker (Ray's object store)
         self.latest_weights: FlatWeights | dict[str, FlatWeights] | None = None
         self.restarted = 0
         self.timeouts = 0
@@ -110,7 +116,8 @@ class WorkerSet:
         """Send ``weights`` to every worker (or to ``to``).
 
         The weights are one flat array: pickling it is trivial and its bytes
-        travel out of band, copied once into each worker's ring. Multi-agent
+        travel out of band, copied once into each worker's ring; on Ray they
+        are put into the object store once and every worker gets the reference. Multi-agent
         workers take ``{policy_id: weights}``; the latest of each policy is
         kept for workers that restart.
         """
@@ -119,4 +126,5 @@ class WorkerSet:
         else:
             self.latest_weights = weights
         targets = self.workers if to is None else to
-        await asyncio.gather(*(self.call(w, "set_weights", weights) for w in targets))
+        shared = self.share(weights) if self.share is not None and len(targets) > 1 else weights
+        await asyncio.gather(*(self.call(w, "set_weights", shared) for w in targets))
