@@ -78,6 +78,14 @@ async def runtime(backend: str) -> AsyncIterator[asyncflow.Runtime]:
 
 
 @pytest.fixture(params=["process", "ray"])
+def remote_backend(request: pytest.FixtureRequest) -> str:
+    """A backend whose actors live in other processes: ours, or Ray's."""
+    if request.param == "ray":
+        request.getfixturevalue("ray_instance")
+    return str(request.param)
+
+
+@pytest.fixture(params=["process", "ray"])
 async def remote_runtime(request: pytest.FixtureRequest) -> AsyncIterator[asyncflow.Runtime]:
     """A runtime whose actors live in other processes: its own, or Ray's."""
     if request.param == "ray":

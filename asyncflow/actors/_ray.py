@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
+import dataclasses
 import functools
 import importlib
 import itertools
@@ -26,6 +27,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
+
+import numpy as np
 
 from ..errors import ActorDiedError, ActorError, ClosedError, ConfigError, SerializationError
 from ._protocol import PackedError, unpack_error
@@ -79,7 +82,7 @@ class RayTransport:
         self.node_id: str | None = None
         self.notify_errors: list[BaseException] = []
         self.calls_completed = 0
-        self.bytes_moved = 0  # Ray moves the bytes; its own metrics count them
+        self.bytes_moved = 0  # the arrays and bytes in arguments and results (Ray moves them)
         self._payload = payload
         self._options = options
         self._on_exit_cb = on_exit
@@ -133,6 +136,16 @@ class RayTransport:
         if not self._exited.done():
             self._ray.kill(self._actor, no_restart=True)
             await asyncio.wait([self._exited], timeout=timeout)
+        await self._process_gone(timeout)
+
+    async def _process_gone(self, timeout: float) -> None:
+        """On this node, wait until the actor's process has exited too (Ray reports the
+        death some milliseconds before): whoever returns from ``stop`` finds it gone."""
+        if self.pid is None or self.node_id != self._ray.get_runtime_context().get_node_id():
+            return
+        deadline = asyncio.get_running_loop().time() + timeout
+        while _running(self.pid) and asyncio.get_running_loop().time() < deadline:
+            await asyncio.sleep(0.01)
 
     async def kill(self) -> None:
         """Kill the Ray actor, as a crash would, and wait until its death is handled."""
@@ -188,6 +201,7 @@ class RayTransport:
         self, method: str, args: tuple[Any, ...], kwargs: dict[str, Any], done: Callable[[int, str, Any], None]
     ) -> int:
         seq = next(self._seq)
+        self.bytes_moved += payload_bytes(args) + payload_bytes(kwargs)
         try:
             ref = self._actor.call.remote(seq, method, kwargs, *args)
         except Exception as exc:
@@ -267,6 +281,7 @@ class RayTransport:
         except exceptions.RayError as exc:
             raise ActorError(f"a call to actor {self.name!r} failed in Ray: {exc}") from exc
         if ok:
+            self.bytes_moved += payload_bytes(value)
             return own_arrays(value), None
         packed: PackedError = value
         return None, unpack_error(packed)
@@ -299,6 +314,34 @@ class RayTransport:
         for future in pending.values():
             if not future.done():
                 future.set_exception(error)
+
+
+def payload_bytes(value: Any, depth: int = 0) -> int:
+    """The bytes of the arrays, tensors and bytes objects in ``value`` (what ``statistics()``
+    counts as moved on Ray, whose serializer does the moving)."""
+    if isinstance(value, np.ndarray):
+        return int(value.nbytes)
+    if isinstance(value, bytes | bytearray | memoryview):
+        return len(value)
+    if depth >= 8 or isinstance(value, str | int | float | type(None)):
+        return 0
+    if isinstance(value, dict):
+        return sum(payload_bytes(v, depth + 1) for v in value.values())
+    if isinstance(value, list | tuple):
+        return sum(payload_bytes(v, depth + 1) for v in value)
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return sum(payload_bytes(getattr(value, f.name, None), depth + 1) for f in dataclasses.fields(value))
+    nbytes = getattr(value, "nbytes", None)  # a torch tensor
+    return nbytes if isinstance(nbytes, int) else 0
+
+
+def _running(pid: int) -> bool:
+    """Whether ``pid`` is a process that has not exited (a zombie has)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:  # no such process (or no /proc: then we cannot tell, and do not wait)
+        return False
 
 
 def _settle(target: asyncio.Future[Any], done: concurrent.futures.Future[Any]) -> None:

@@ -129,8 +129,8 @@ async def test_statistics_is_a_frozen_snapshot(runtime: asyncflow.Runtime) -> No
     stats = runtime.statistics()
     assert stats.actors_alive == 1 and stats.calls_in_flight == 0
     assert stats.calls_completed >= 10
-    if runtime.backend == "process":
-        assert stats.bytes_moved > 10 * 8000 * 2
+    if runtime.backend != "local":  # nothing moves in-process
+        assert stats.bytes_moved >= 10 * 8000 * 2  # ten 8 kB arrays, there and back
     with pytest.raises(dataclasses.FrozenInstanceError):
         stats.actors_alive = 3  # type: ignore[misc]
 

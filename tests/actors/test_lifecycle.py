@@ -111,8 +111,8 @@ async def test_cancelled_waiter_does_not_break_later_calls(remote_runtime: async
     assert max(results) == 100
 
 
-async def test_closing_the_runtime_fails_pending_calls_and_cleans_up() -> None:
-    async with asyncflow.open_runtime() as rt:
+async def test_closing_the_runtime_fails_pending_calls_and_cleans_up(remote_backend: str) -> None:
+    async with asyncflow.open_runtime(remote_backend) as rt:  # type: ignore[arg-type]
         c = await rt.spawn(Counter)
         pid = c.pid
         assert pid is not None
@@ -124,10 +124,10 @@ async def test_closing_the_runtime_fails_pending_calls_and_cleans_up() -> None:
     assert our_segments(os.getpid()) == []
 
 
-async def test_leaving_by_exception_stops_actors() -> None:
+async def test_leaving_by_exception_stops_actors(remote_backend: str) -> None:
     pids = []
     with pytest.raises(KeyError):
-        async with asyncflow.open_runtime() as rt:
+        async with asyncflow.open_runtime(remote_backend) as rt:  # type: ignore[arg-type]
             for _ in range(2):
                 pids.append((await rt.spawn(Counter)).pid)
             raise KeyError("leave")
@@ -135,11 +135,11 @@ async def test_leaving_by_exception_stops_actors() -> None:
     assert our_segments(os.getpid()) == []
 
 
-async def test_cancelling_the_owner_task_stops_actors() -> None:
+async def test_cancelling_the_owner_task_stops_actors(remote_backend: str) -> None:
     started: asyncio.Future[int] = asyncio.get_running_loop().create_future()
 
     async def owner() -> None:
-        async with asyncflow.open_runtime() as rt:
+        async with asyncflow.open_runtime(remote_backend) as rt:  # type: ignore[arg-type]
             c = await rt.spawn(Counter)
             started.set_result(c.pid)  # type: ignore[arg-type]
             await c.hang()
