@@ -62,6 +62,11 @@ def _build_parser() -> argparse.ArgumentParser:
     train.add_argument("--address", help="--backend ray: the Ray cluster ('auto' or HOST:PORT; default: a local Ray)")
     train.add_argument("--seed", type=int, help="random seed")
     train.add_argument("--stop-reward", type=float, help="stop at this mean episode return")
+    train.add_argument(
+        "--stop-on-evaluation",
+        action="store_true",
+        help="--stop-reward is for the evaluation return (needs evaluation_interval)",
+    )
     train.add_argument("--stop-timesteps", type=int, help="stop after this many env steps")
     train.add_argument("--stop-time", type=float, help="stop after this many seconds")
     train.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE", help="any config field")
@@ -183,7 +188,9 @@ def _train(args: argparse.Namespace) -> int:
         env = config.env if isinstance(config.env, str) else getattr(config.env, "__name__", "env")
         run_dir, name = make_run_dir(args.logdir, args.algo, env), args.algo
         print(f"asyncflow: training {name} on {env} with {config.num_workers} workers; logs in {run_dir}")
-    stop = Stop(args.stop_reward, args.stop_timesteps, args.stop_time)
+    if args.stop_on_evaluation and algo.config.evaluation_interval is None:
+        raise ConfigError("--stop-on-evaluation needs evaluation_interval (--set evaluation_interval=N)")
+    stop = Stop(args.stop_reward, args.stop_timesteps, args.stop_time, on_evaluation=args.stop_on_evaluation)
     progress = Progress(stop)
     try:
         experiment = run_experiment(algo, stop, run_dir, progress.update, checkpoint_every=args.checkpoint_every,

@@ -55,7 +55,17 @@ CSV_FIELDS = [
     "num_env_steps_sampled_throughput_per_sec",
     "time_total_s",
     "num_workers_restarted",
+    # evaluation during training (evaluation_interval): the latest finished evaluation
+    "evaluation/episode_return_mean",
+    "evaluation/episode_len_mean",
+    "evaluation/training_iteration",
 ]
+
+
+def csv_row(result: dict[str, Any]) -> dict[str, Any]:
+    """A result as one progress.csv row: its ``evaluation`` entry flattened to ``evaluation/...``."""
+    evaluation = result.get("evaluation") or {}
+    return {**result, **{f"evaluation/{k}": v for k, v in evaluation.items()}}
 
 
 @dataclass(frozen=True)
@@ -65,12 +75,16 @@ class Stop:
     reward: float | None = None
     timesteps: int | None = None
     seconds: float | None = None
+    on_evaluation: bool = False  # ``reward`` is for the evaluation return, not the training one
 
     def reached(self, result: dict[str, Any]) -> str | None:
         """Why the run should stop now, or None."""
-        ret = result["episode_return_mean"]
-        if self.reward is not None and not math.isnan(ret) and ret >= self.reward:
-            return f"episode_return_mean {ret:.1f} >= {self.reward:g}"
+        if self.on_evaluation:
+            name, ret = "evaluation/episode_return_mean", (result.get("evaluation") or {}).get("episode_return_mean")
+        else:
+            name, ret = "episode_return_mean", result["episode_return_mean"]
+        if self.reward is not None and ret is not None and not math.isnan(ret) and ret >= self.reward:
+            return f"{name} {ret:.1f} >= {self.reward:g}"
         if self.timesteps is not None and result["num_env_steps_sampled"] >= self.timesteps:
             return f"num_env_steps_sampled >= {self.timesteps}"
         if self.seconds is not None and result["time_total_s"] >= self.seconds:
@@ -192,7 +206,7 @@ class RunLogger:
 
     def log(self, result: dict[str, Any]) -> None:
         """Append one iteration to every log."""
-        self._csv.writerow(result)
+        self._csv.writerow(csv_row(result))
         self._csv_file.flush()
         self._jsonl.write(json.dumps(_jsonable(result)) + "\n")
         self._jsonl.flush()
@@ -231,6 +245,9 @@ class Progress:
         left = self.stop.seconds_left(result)
         left_text = f"{left:.0f}s left" if left is not None else "-"
         rate = result["num_env_steps_sampled_throughput_per_sec"]
+        evaluation = result.get("evaluation")
+        if evaluation is not None:
+            ret_text += f" eval {evaluation['episode_return_mean']:.1f}"
         if self._bar is not None:
             self._bar.n = result["num_env_steps_sampled"]
             self._bar.set_postfix_str(f"iter {result['training_iteration']} return {ret_text} {left_text}")

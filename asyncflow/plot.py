@@ -5,7 +5,9 @@
 Each run's ``progress.csv`` gives the points. A run alone is drawn as its raw
 points and a smoothed line; runs that share a config except for the seed are
 drawn as one curve: the mean of their smoothed curves with a band from the
-lowest to the highest, on a common x grid.
+lowest to the highest, on a common x grid. A run that evaluated during
+training (``evaluation_interval``) also gets its evaluation returns, dashed, at
+the steps where each evaluation was reported.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ class Run:
     steps: np.ndarray
     seconds: np.ndarray
     returns: np.ndarray
+    evaluations: np.ndarray  # rows of (steps, seconds, evaluation return) where one was new
 
 
 def load_run(path: str | os.PathLike[str]) -> Run:
@@ -47,12 +50,19 @@ def load_run(path: str | os.PathLike[str]) -> Run:
     points = [(float(r["num_env_steps_sampled"]), float(r["time_total_s"]), float(r["episode_return_mean"] or "nan"))
               for r in rows]  # fmt: skip
     points = [p for p in points if not math.isnan(p[2])]
+    evaluations, seen = [], None
+    for r in rows:
+        key, value = r.get("evaluation/training_iteration"), r.get("evaluation/episode_return_mean")
+        if key and value and key != seen:  # a new evaluation finished by this row
+            seen = key
+            evaluations.append((float(r["num_env_steps_sampled"]), float(r["time_total_s"]), float(value)))
     if not points:
         raise ConfigError(f"plot: {path} has no finished episodes yet")
     steps, seconds, returns = (np.array(column) for column in zip(*points, strict=True))
     name = path.name.rsplit("_", 1)[0] if "_" in path.name else path.name
     group = json.dumps({k: v for k, v in params.items() if k != "seed"}, sort_keys=True, default=str)
-    return Run(path, f"{name} seed {params.get('seed', '?')}", group, steps, seconds, returns)
+    label = f"{name} seed {params.get('seed', '?')}"
+    return Run(path, label, group, steps, seconds, returns, np.array(evaluations, dtype=float).reshape(-1, 3))
 
 
 def smooth(values: np.ndarray, weight: float) -> np.ndarray:
@@ -97,8 +107,12 @@ def plot_runs(
         base = group[0].label.rsplit(" seed ", 1)[0]
         label = f"{base} ({len(group)} seeds)" if len(group) > 1 else group[0].label
         for ax, attr in zip(axes, ("steps", "seconds"), strict=True):
-            for run in group:
+            for j, run in enumerate(group):
                 ax.scatter(getattr(run, attr), run.returns, s=6, alpha=0.25, color=color, linewidths=0)
+                if len(run.evaluations):
+                    column = 0 if attr == "steps" else 1
+                    ax.plot(run.evaluations[:, column], run.evaluations[:, 2], "--o", markersize=3, color=color,
+                            label=f"{label}, evaluation" if j == 0 else None)  # fmt: skip
             if len(group) == 1:
                 run = group[0]
                 ax.plot(getattr(run, attr), smooth(run.returns, smoothing), color=color, label=label)

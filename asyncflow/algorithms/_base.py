@@ -33,6 +33,7 @@ from ..rl.actor_critic import ActorCriticPolicy
 from ..rl.async_worker import AsyncRolloutWorker
 from ..rl.env import check_vector_env, probe_env
 from ..rl.env_checks import env_name
+from ..rl.evaluation_worker import EvaluationWorker, summarize_episodes
 from ..rl.models import build_model, check_model, model_name
 from ..rl.models.config import ModelConfig
 from ..rl.policy import PolicyFactory, WorkerPolicy, check_learner
@@ -82,6 +83,12 @@ class Algorithm:
         self._stack = contextlib.AsyncExitStack()
         self._plan: AsyncIterator[dict[str, Any]] | None = None
         self._restoring: dict[str, Any] | None = None
+        self.evaluation_workers: WorkerSet | None = None
+        self._evaluating: asyncio.Task[dict[str, Any]] | None = None
+        self._evaluation: dict[str, Any] | None = None  # the latest finished one
+        if config.evaluation_interval is not None and not hasattr(self, "action_space"):
+            raise ConfigError(f"evaluation_interval: {type(self).__name__} is multi-agent; "
+                              "evaluation during training is for single-agent algorithms")  # fmt: skip
 
     async_env = False
     """Whether the env is an ``AsyncEnv`` (set by ``check_env``)."""
@@ -150,6 +157,10 @@ class Algorithm:
         plan, self._plan = self._plan, None
         if plan is not None:
             await plan.aclose()  # type: ignore[attr-defined]
+        evaluating, self._evaluating = self._evaluating, None
+        if evaluating is not None:
+            evaluating.cancel()
+            await asyncio.wait([evaluating])
         await self._stack.aclose()
 
     # -- hooks for algorithms that are not actor-critic -----------------
@@ -210,6 +221,8 @@ class Algorithm:
             handles, sample_timeout_s=c.sample_timeout_s, env=f"env {env_name(c.env)!r}", share=runtime.share
         )
         await self.workers.broadcast(self.learner.get_weights())  # one starting point everywhere
+        if c.evaluation_interval is not None:
+            self.evaluation_workers = WorkerSet(await asyncio.gather(*self.spawn_evaluation_workers(runtime)))
         await self.setup(runtime)
         self.ctx = FlowContext(start_time=time.perf_counter(), smoothing_episodes=c.metrics_smoothing_episodes)
 
@@ -247,6 +260,54 @@ class Algorithm:
             )
             for i in range(max(c.num_workers, 1))
         ]
+
+    def spawn_evaluation_workers(self, runtime: Runtime) -> list[Awaitable[ActorHandle]]:
+        """Start the evaluation workers: the training workers' policy, on envs and seeds of their own."""
+        c = self.config
+        factory = self.policy_factory()
+        return [
+            runtime.spawn(
+                EvaluationWorker,
+                c.env,
+                policy_factory=factory,
+                seed=c.seed + 10_000 + 1_000 * i,
+                worker_index=c.num_workers + 1 + i,
+                explore=c.evaluation_explore,
+                async_env=self.async_env,
+                name=f"{self.name}-evaluation-{i + 1}",
+                max_restarts=c.max_worker_restarts,
+            )
+            for i in range(c.evaluation_num_workers)
+        ]
+
+    async def evaluate(self) -> dict[str, Any]:
+        """Evaluate the learner's current weights now (``evaluation_episodes`` whole episodes on
+        the evaluation workers) and wait for it; what ``train()`` results carry as ``evaluation``."""
+        workers = self.evaluation_workers
+        if workers is None:
+            raise RuntimeError(f"{type(self).__name__}.evaluate() needs evaluation_interval set, inside 'async with'")
+        weights, iteration = self.learner.get_weights(), self.ctx.iteration
+        total, n = self.config.evaluation_episodes, len(workers)
+        shares = [total // n + (i < total % n) for i in range(n)]
+        played = await asyncio.gather(
+            *(workers.call(w, "evaluate", weights, k) for w, k in zip(workers.workers, shares, strict=True) if k)
+        )
+        self._evaluation = summarize_episodes(list(played), iteration)
+        return self._evaluation
+
+    def _with_evaluation(self, result: dict[str, Any]) -> dict[str, Any]:
+        """Start an evaluation when one is due, in the background (sampling and training go on);
+        attach the latest finished one to ``result``."""
+        interval = self.config.evaluation_interval
+        running = self._evaluating
+        if running is not None and running.done():
+            self._evaluating = None
+            running.result()  # an evaluation that failed fails the run here
+        if interval is not None and self._evaluating is None and result["training_iteration"] % interval == 0:
+            self._evaluating = asyncio.ensure_future(self.evaluate())
+        if self._evaluation is not None:
+            result["evaluation"] = dict(self._evaluation)
+        return result
 
     # -- checkpoints -----------------------------------------------------
 
@@ -343,4 +404,4 @@ class Algorithm:
         if self._plan is None:
             self._plan = self.execution_plan(self.workers, self.learner, self.config)
         async for result in self._plan:
-            yield result
+            yield self._with_evaluation(result)

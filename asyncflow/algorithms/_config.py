@@ -172,6 +172,16 @@ class AlgorithmConfig:
     """Async envs: replace an env whose step raised or timed out (``num_env_errors``,
     ``num_env_step_timeouts``); False: the run fails with the env's own traceback."""
 
+    evaluation_interval: int | None = field(None, min=1)
+    """Evaluate every this many training iterations, on separate worker actors, while training
+    goes on (results gain ``evaluation``: episode_return_mean, ...); None: never."""
+    evaluation_episodes: int = field(10, min=1)
+    """Whole episodes per evaluation, split over the evaluation workers."""
+    evaluation_num_workers: int = field(1, min=1)
+    """Evaluation worker actors (their own envs and seeds; they take no steps from training)."""
+    evaluation_explore: bool = False
+    """Evaluate with sampled actions instead of the greedy ones."""
+
     def __post_init__(self) -> None:
         hints = typing.get_type_hints(type(self))
         for f in dataclasses.fields(self):  # type: ignore[arg-type]
