@@ -21,10 +21,11 @@ from .algorithms import Algorithm
 from .errors import ConfigError
 from .rl.async_env import run_coroutine
 from .rl.env import make_async_env, make_env
+from .rl.normalization import NormalizerState
 from .rl.policy import WorkerPolicy
 from .rl.tree import tree_map
 
-__all__ = ["Evaluation", "evaluate", "load_policy"]
+__all__ = ["Evaluation", "evaluate", "load_policy", "saved_normalizer"]
 
 MAX_VIDEO_FRAMES = 1_000
 
@@ -51,6 +52,12 @@ def load_policy(checkpoint: str | os.PathLike[str]) -> tuple[Algorithm, WorkerPo
     if not hasattr(algo, "action_space"):
         raise ConfigError(f"evaluate: {algo.name} is a multi-agent algorithm; evaluate single-agent checkpoints")
     return algo, algo.policy_from_checkpoint()
+
+
+def saved_normalizer(algo: Algorithm) -> NormalizerState | None:
+    """The observation statistics a restored algorithm trained with (None: not normalized)."""
+    state = (algo._restoring or {}).get("normalizer")
+    return state if state is not None and state.obs is not None else None
 
 
 def _render_env(spec: Any) -> gym.Env[Any, Any]:
@@ -86,8 +93,10 @@ def _write_video(path: Path, frames: list[np.ndarray], fps: int) -> None:
                           "use a .gif, or pip install imageio-ffmpeg for .mp4") from exc  # fmt: skip
 
 
-def _greedy(policy: WorkerPolicy, obs: Any) -> Any:
+def _greedy(policy: WorkerPolicy, obs: Any, normalizer: NormalizerState | None = None) -> Any:
     """The policy's greedy action for one observation, as the env takes it."""
+    if normalizer is not None:
+        obs = normalizer.normalize(obs)
     batch = tree_map(lambda x: np.asarray(x)[None], obs)  # one row, in the space's own dtype
     return policy.env_actions(policy.greedy_actions(batch))[0]
 
@@ -123,6 +132,7 @@ def evaluate(
     if episodes < 1:
         raise ConfigError(f"--episodes must be >= 1, not {episodes}")
     algo, policy = load_policy(checkpoint)
+    normalizer = saved_normalizer(algo)
     if video is not None:
         _imageio()  # checked before the episodes are run, not after
         with open(video, "wb"):  # and that the file can be written at all (read-only folder: an OSError now)
@@ -146,7 +156,7 @@ def evaluate(
                         frames.append(np.asarray(env.render()))
                     except gym.error.DependencyNotInstalled as exc:
                         raise ConfigError(f"--video: {exc}") from exc
-                action = _greedy(policy, obs)
+                action = _greedy(policy, obs, normalizer)
                 obs, reward, terminated, truncated, _ = env.step(action)
                 total, steps, done = total + float(reward), steps + 1, terminated or truncated
             returns.append(total)

@@ -33,11 +33,12 @@ import torch
 from torch import nn
 
 from .errors import ConfigError
-from .evaluate import load_policy
+from .evaluate import load_policy, saved_normalizer
 from .rl.action_mask import masked
 from .rl.actor_critic import ActorCriticPolicy
 from .rl.continuous import DeterministicPolicy, SquashedGaussianPolicy
 from .rl.models.distributions import ActionHead
+from .rl.normalization import EPS, NormalizerState
 from .rl.q_learning import EpsilonGreedyPolicy
 
 __all__ = ["example_batch", "export_policy", "greedy_module"]
@@ -99,6 +100,23 @@ class _BoxGreedy(nn.Module):
         return scaled.reshape((-1, *self.shape)).to(self.dtype)
 
 
+class _Normalize(nn.Module):
+    """The training's observation normalization, frozen (``normalize_observations``)."""
+
+    def __init__(self, state: NormalizerState, dtype: Any) -> None:
+        super().__init__()
+        assert state.obs is not None
+        self.register_buffer("mean", torch.as_tensor(state.obs.mean, dtype=torch.float64))
+        self.register_buffer("scale", torch.as_tensor(1.0 / np.sqrt(state.obs.var + EPS), dtype=torch.float64))
+        self.clip, self.dtype = float(state.clip), _torch_dtype(dtype)
+
+    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+        mean: torch.Tensor = self.mean  # type: ignore[assignment]
+        scale: torch.Tensor = self.scale  # type: ignore[assignment]
+        scaled = (obs.to(torch.float64) - mean) * scale
+        return torch.clamp(scaled, -self.clip, self.clip).to(self.dtype)
+
+
 def _torch_dtype(dtype: Any) -> torch.dtype:
     return torch.from_numpy(np.zeros(0, dtype)).dtype
 
@@ -157,6 +175,9 @@ def export_policy(checkpoint: str | os.PathLike[str], out: str | os.PathLike[str
     algo, policy = load_policy(checkpoint)
     example = example_batch(algo.observation_space)
     module = greedy_module(policy, algo.action_space)
+    normalizer = saved_normalizer(algo)
+    if normalizer is not None:  # folded in: the file takes raw observations
+        module = nn.Sequential(_Normalize(normalizer, algo.observation_space.dtype), module).eval()
     path = Path(out)
     with torch.no_grad():
         if fmt == "onnx" and isinstance(example, dict):

@@ -180,3 +180,30 @@ class MaskedPick(gym.Env[dict, int]):  # type: ignore[type-arg]
             return self._draw(), -10.0, True, False, {"invalid": True}
         reward = 1.0 if int(action) == self.target else 0.0
         return self._draw(), reward, False, self.t >= 20, {}
+
+
+class FarPoint(gym.Env[np.ndarray, np.ndarray]):
+    """Steer a point to 0, seen through badly conditioned units.
+
+    The point ``x`` starts uniformly in [-1, 1]; an action ``a`` in [-1, 1] moves it by
+    ``0.25 a``; each of the 20 steps costs ``1000 x**2``. The observation is
+    ``3000 + 1000 x`` (a large offset, a large scale): raw, a network sees nearly the
+    same large number everywhere. Standing still scores about -6,700; the best policy,
+    about -500.
+    """
+
+    observation_space = gym.spaces.Box(-np.inf, np.inf, (1,), np.float32)
+    action_space = gym.spaces.Box(-1.0, 1.0, (1,), np.float32)
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[np.ndarray, dict]:  # type: ignore[type-arg]
+        super().reset(seed=seed)
+        self.t, self.x = 0, float(self.np_random.uniform(-1, 1))
+        return self._obs(), {}
+
+    def _obs(self) -> np.ndarray:
+        return np.array([3000.0 + 1000.0 * self.x], np.float32)
+
+    def step(self, action: np.ndarray) -> tuple[np.ndarray, float, bool, bool, dict]:  # type: ignore[type-arg]
+        self.t += 1
+        self.x = float(np.clip(self.x + 0.25 * float(np.clip(action[0], -1, 1)), -1, 1))
+        return self._obs(), -1000.0 * self.x**2, False, self.t >= 20, {}

@@ -36,6 +36,7 @@ from ..rl.env_checks import env_name
 from ..rl.evaluation_worker import EvaluationWorker, summarize_episodes
 from ..rl.models import build_model, check_model, model_name
 from ..rl.models.config import ModelConfig
+from ..rl.normalization import NormalizerState, check_normalizable
 from ..rl.policy import PolicyFactory, WorkerPolicy, check_learner
 from ..rl.rollout_worker import RolloutWorker
 from ..rl.spaces import Family, check_action_space, check_observation_space
@@ -86,12 +87,34 @@ class Algorithm:
         self.evaluation_workers: WorkerSet | None = None
         self._evaluating: asyncio.Task[dict[str, Any]] | None = None
         self._evaluation: dict[str, Any] | None = None  # the latest finished one
+        self.check_normalization()
         if config.evaluation_interval is not None and not hasattr(self, "action_space"):
             raise ConfigError(f"evaluation_interval: {type(self).__name__} is multi-agent; "
                               "evaluation during training is for single-agent algorithms")  # fmt: skip
 
     async_env = False
     """Whether the env is an ``AsyncEnv`` (set by ``check_env``)."""
+
+    def check_normalization(self) -> None:
+        """``normalize_observations``/``normalize_rewards`` fit this env and these workers."""
+        c = self.config
+        if not (c.normalize_observations or c.normalize_rewards):
+            return
+        field = "normalize_observations" if c.normalize_observations else "normalize_rewards"
+        if not hasattr(self, "observation_space") or self.async_env or c.vector_env:
+            what = "a multi-agent plan" if not hasattr(self, "observation_space") else (
+                "an AsyncEnv" if self.async_env else "vector_env=True")  # fmt: skip
+            raise ConfigError(f"{field}: not available with {what} (gymnasium envs stepped one by one only)")
+        if c.normalize_observations:
+            check_normalizable(self.observation_space)
+
+    def new_normalizer(self) -> NormalizerState | None:
+        """Empty global statistics for what the config normalizes, or None."""
+        c = self.config
+        if not (c.normalize_observations or c.normalize_rewards):
+            return None
+        shape = check_normalizable(self.observation_space) if c.normalize_observations else None
+        return NormalizerState.empty(shape, c.normalize_rewards, c.normalize_clip)
 
     def check_env(self) -> None:
         """Build the environment once to learn its spaces, and the model once on a sample
@@ -218,8 +241,9 @@ class Algorithm:
             check_learner(learner, f"{type(self).__name__}.make_learner()")
         handles = await asyncio.gather(*spawns)
         self.workers = WorkerSet(
-            handles, sample_timeout_s=c.sample_timeout_s, env=f"env {env_name(c.env)!r}", share=runtime.share
-        )
+            handles, sample_timeout_s=c.sample_timeout_s, env=f"env {env_name(c.env)!r}", share=runtime.share,
+            normalizer=self.new_normalizer(),
+        )  # fmt: skip
         await self.workers.broadcast(self.learner.get_weights())  # one starting point everywhere
         if c.evaluation_interval is not None:
             self.evaluation_workers = WorkerSet(await asyncio.gather(*self.spawn_evaluation_workers(runtime)))
@@ -236,7 +260,10 @@ class Algorithm:
                                        "env_step_timeout_s": c.env_step_timeout_s,
                                        "restart_failed_envs": c.restart_failed_envs}  # fmt: skip
         else:
-            worker, options = RolloutWorker, {"vector_env": c.vector_env}
+            worker, options = RolloutWorker, {"vector_env": c.vector_env,
+                                              "normalize_observations": c.normalize_observations,
+                                              "normalize_rewards": c.normalize_rewards,
+                                              "normalize_clip": c.normalize_clip}  # fmt: skip
         factory = self.policy_factory()
         return [
             runtime.spawn(
@@ -289,9 +316,9 @@ class Algorithm:
         weights, iteration = self.learner.get_weights(), self.ctx.iteration
         total, n = self.config.evaluation_episodes, len(workers)
         shares = [total // n + (i < total % n) for i in range(n)]
-        played = await asyncio.gather(
-            *(workers.call(w, "evaluate", weights, k) for w, k in zip(workers.workers, shares, strict=True) if k)
-        )
+        normalizer = self.workers.normalizer.copy() if self.workers.normalizer is not None else None
+        played = await asyncio.gather(*(workers.call(w, "evaluate", weights, k, normalizer)
+                                        for w, k in zip(workers.workers, shares, strict=True) if k))  # fmt: skip
         self._evaluation = summarize_episodes(list(played), iteration)
         return self._evaluation
 
@@ -329,6 +356,7 @@ class Algorithm:
             "workers": await asyncio.gather(*(self.workers.call(w, "get_state") for w in self.workers.workers)),
             "extra": await self.extra_state(),
             "ctx": self.ctx.get_state(),
+            "normalizer": self.workers.normalizer,
             "torch_rng": torch.get_rng_state(),
             "numpy_rng": np.random.get_state(),
         }
@@ -369,6 +397,7 @@ class Algorithm:
         self.workers.latest_weights = self.learner.get_weights()  # what a restarted worker gets
         await self.load_extra_state(payload["extra"])
         self.ctx.set_state(payload["ctx"])
+        self.workers.normalizer = payload.get("normalizer")  # the workers' own counts came with their state
         torch.set_rng_state(payload["torch_rng"])
         np.random.set_state(payload["numpy_rng"])
 

@@ -172,6 +172,13 @@ class AlgorithmConfig:
     """Async envs: replace an env whose step raised or timed out (``num_env_errors``,
     ``num_env_step_timeouts``); False: the run fails with the env's own traceback."""
 
+    normalize_observations: bool = False
+    """Normalize float Box observations by running mean and variance (VecNormalize's way), the
+    statistics merged from every worker in the driver and sent back with the weights."""
+    normalize_rewards: bool = False
+    """Divide rewards by the running standard deviation of the discounted return."""
+    normalize_clip: float = field(10.0, min=0, exclusive_min=True)
+    """Normalized observations and rewards are clipped to [-normalize_clip, normalize_clip]."""
     evaluation_interval: int | None = field(None, min=1)
     """Evaluate every this many training iterations, on separate worker actors, while training
     goes on (results gain ``evaluation``: episode_return_mean, ...); None: never."""

@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from .env import EnvSpec, make_async_env, make_env
+from .normalization import NormalizerState
 from .policy import FlatWeights, PolicyFactory
 from .tree import tree_map
 
@@ -36,10 +37,15 @@ class EvaluationWorker:
         self.policy: Any = policy_factory(self.env.observation_space, self.env.action_space, seed=seed,
                                           worker_index=worker_index)  # fmt: skip
         self.seed, self.explore, self.async_env = seed, explore, async_env
+        self.normalizer: NormalizerState | None = None
 
-    async def evaluate(self, weights: FlatWeights, episodes: int) -> tuple[list[float], list[int]]:
-        """Play ``episodes`` whole episodes with ``weights``: their returns and lengths."""
+    async def evaluate(
+        self, weights: FlatWeights, episodes: int, normalizer: NormalizerState | None = None
+    ) -> tuple[list[float], list[int]]:
+        """Play ``episodes`` whole episodes with ``weights`` (observations normalized with the
+        training's statistics, frozen): their raw returns and lengths."""
         self.policy.set_weights(weights)
+        self.normalizer = normalizer
         returns: list[float] = []
         lengths: list[int] = []
         for episode in range(episodes):
@@ -53,6 +59,8 @@ class EvaluationWorker:
         return returns, lengths
 
     def _act(self, obs: Any) -> Any:
+        if self.normalizer is not None:
+            obs = self.normalizer.normalize(obs)
         batch = tree_map(lambda x: np.asarray(x)[None], obs)  # one row, in the space's own dtype
         actions = self.policy.compute_actions(batch)[0] if self.explore else self.policy.greedy_actions(batch)
         return self.policy.env_actions(actions)[0]

@@ -32,6 +32,7 @@ import numpy as np
 
 from .env import EnvSpec, make_env, make_vector_env
 from .env_checks import EnvChecker
+from .normalization import NormalizeObservation, NormalizerState, WorkerNormalizer, check_normalizable
 from .policy import FlatWeights, PolicyFactory
 from .sample_batch import DONES, SampleBatch
 from .state import pickle_attributes, unpickle_attributes
@@ -111,6 +112,9 @@ class RolloutWorker(PolicyDelegation):
         n_step: int = 1,
         check_env_output: bool = True,
         vector_env: bool = False,
+        normalize_observations: bool = False,
+        normalize_rewards: bool = False,
+        normalize_clip: float = 10.0,
     ) -> None:
         self.postprocessing = Postprocessing(postprocess, gamma, lam, n_step, use_critic and postprocess == "gae")
         self.vector: gym.vector.VectorEnv[Any, Any, Any] | None = make_vector_env(env, num_envs) if vector_env else None
@@ -124,6 +128,13 @@ class RolloutWorker(PolicyDelegation):
             action_space = self.vector.single_action_space
         else:
             self.observation_space, action_space = self.envs[0].observation_space, self.envs[0].action_space
+        self.normalizer: WorkerNormalizer | None = None
+        if normalize_observations or normalize_rewards:
+            shape = check_normalizable(self.observation_space) if normalize_observations else None
+            state = NormalizerState.empty(shape, normalize_rewards, normalize_clip)
+            self.normalizer = WorkerNormalizer(state, num_envs, gamma)
+            if normalize_observations:
+                self.envs = [NormalizeObservation(e, self.normalizer) for e in self.envs]
         factory = policy_factory or default_policy
         self.policy: Any = factory(self.observation_space, action_space, seed=base, worker_index=worker_index)
         self.checker = EnvChecker(env, self.observation_space, worker_index) if check_env_output else None
@@ -183,6 +194,8 @@ class RolloutWorker(PolicyDelegation):
             book.add(rewards[t])
             for i in ended:
                 book.end(i)
+        if self.normalizer is not None:  # the episode book above counted the raw rewards
+            rewards = self.normalizer.rewards(rewards, dones)
         segment = Segment(obs_buf, np.stack(actions), rewards, dones, terminateds, logps, values, eps,
                           last_obs=self.obs, next_obs=next_buf, truncations=truncations)  # fmt: skip
         return self._batch(segment)
@@ -269,6 +282,11 @@ class RolloutWorker(PolicyDelegation):
             {DONES: batch[DONES]}, episode_returns=batch.episode_returns, episode_lengths=batch.episode_lengths
         )
         return grads, stats, summary
+
+    def sync_normalizer(self, state: NormalizerState) -> NormalizerState | None:
+        """Normalize with the global ``state`` from now on; return what was counted since the
+        last sync (the driver merges it), or None when this worker does not normalize."""
+        return None if self.normalizer is None else self.normalizer.sync(state)
 
     def get_state(self) -> bytes:
         """Everything: environments mid-episode, policy and its random state, episode trackers."""

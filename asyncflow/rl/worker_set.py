@@ -21,6 +21,7 @@ from typing import Any
 
 from ..actors import ActorHandle
 from ..errors import ActorDiedError, WorkerTimeoutError
+from .normalization import NormalizerState
 from .policy import FlatWeights
 
 __all__ = ["WorkerSet", "WorkerTimeoutWarning"]
@@ -40,8 +41,10 @@ class WorkerSet:
         sample_timeout_s: float | None = None,
         env: str = "the env",
         share: Callable[[Any], Any] | None = None,
+        normalizer: NormalizerState | None = None,
     ) -> None:
         self.workers = list(workers)
+        self.normalizer = normalizer  # the global statistics (normalize_observations/rewards)
         self.share = share  # Runtime.share: one copy of the weights for every worker (Ray's object store)
         self.latest_weights: FlatWeights | dict[str, FlatWeights] | None = None
         self.restarted = 0
@@ -109,6 +112,8 @@ class WorkerSet:
         self._restarts_seen[worker.name] = worker.restarts
         if self.latest_weights is not None:
             await worker.call("set_weights", self.latest_weights)
+        if self.normalizer is not None:
+            await worker.call("sync_normalizer", self.normalizer)  # a new worker has counted nothing
 
     async def broadcast(
         self, weights: FlatWeights | dict[str, FlatWeights], to: Sequence[ActorHandle] | None = None
@@ -128,3 +133,14 @@ class WorkerSet:
         targets = self.workers if to is None else to
         shared = self.share(weights) if self.share is not None and len(targets) > 1 else weights
         await asyncio.gather(*(self.call(w, "set_weights", shared) for w in targets))
+        if self.normalizer is not None:
+            await self.sync_normalizer(targets)
+
+    async def sync_normalizer(self, targets: Sequence[ActorHandle]) -> None:
+        """Merge what ``targets`` counted since they last synced into the global statistics, and
+        send those back (each observation and each step's return is counted once)."""
+        assert self.normalizer is not None
+        state = self.normalizer.copy()  # what every target normalizes with from now on
+        deltas = await asyncio.gather(*(self.call(w, "sync_normalizer", state) for w in targets))
+        for delta in deltas:
+            self.normalizer.merge(delta)
