@@ -147,8 +147,11 @@ def evaluate(
     lengths: list[int] = []
     frames: list[np.ndarray] = []
     try:
+        reset_state = getattr(policy, "reset_state", None)  # a recurrent policy's memory
         for episode in range(episodes):
             obs, _ = env.reset(seed=seed + episode)
+            if reset_state is not None:
+                reset_state()
             total, steps, done = 0.0, 0, False
             while not done:
                 if video is not None and episode == 0 and len(frames) < MAX_VIDEO_FRAMES:

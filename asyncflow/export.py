@@ -40,6 +40,7 @@ from .rl.continuous import DeterministicPolicy, SquashedGaussianPolicy
 from .rl.models.distributions import ActionHead
 from .rl.normalization import EPS, NormalizerState
 from .rl.q_learning import EpsilonGreedyPolicy
+from .rl.recurrent import RecurrentPolicy
 
 __all__ = ["example_batch", "export_policy", "greedy_module"]
 
@@ -125,6 +126,8 @@ def greedy_module(policy: Any, action_space: gym.Space[Any]) -> nn.Module:
     """A torch module: observations -> the env actions ``policy`` picks greedily (a copy,
     on the CPU, in eval mode, without gradients)."""
     module: nn.Module
+    if isinstance(policy, RecurrentPolicy):
+        raise ConfigError("export: a recurrent policy (use_lstm) carries a state between calls; not exported yet")
     if isinstance(policy, ActorCriticPolicy):
         module = _ActorCriticGreedy(policy.model, action_space, policy.ac.masked)
     elif isinstance(policy, EpsilonGreedyPolicy):

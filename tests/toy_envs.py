@@ -207,3 +207,35 @@ class FarPoint(gym.Env[np.ndarray, np.ndarray]):
         self.t += 1
         self.x = float(np.clip(self.x + 0.25 * float(np.clip(action[0], -1, 1)), -1, 1))
         return self._obs(), -1000.0 * self.x**2, False, self.t >= 20, {}
+
+
+class CueRecall(gym.Env[np.ndarray, int]):
+    """Remember a cue: it shows on the first step only, and the last step asks for it.
+
+    The observation is ``(cue is 0, cue is 1, asking)``: the cue's one-hot on step 0,
+    zeros for ``delay`` steps, then ``(0, 0, 1)``. The action on that last step pays +1
+    if it names the cue, -1 if not; every other step pays 0. A memoryless policy sees
+    the same observation whatever the cue, so it scores 0 at best, on average; one that
+    remembers scores 1.
+    """
+
+    observation_space = gym.spaces.Box(0.0, 1.0, (3,), np.float32)
+    action_space = gym.spaces.Discrete(2)
+
+    def __init__(self, delay: int = 4) -> None:
+        self.delay = delay
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[np.ndarray, dict]:  # type: ignore[type-arg]
+        super().reset(seed=seed)
+        self.t, self.cue = 0, int(self.np_random.integers(2))
+        obs = np.zeros(3, np.float32)
+        obs[self.cue] = 1.0
+        return obs, {}
+
+    def step(self, action: int) -> tuple[np.ndarray, float, bool, bool, dict]:  # type: ignore[type-arg]
+        self.t += 1
+        if self.t > self.delay:  # the answer
+            return np.zeros(3, np.float32), 1.0 if int(action) == self.cue else -1.0, True, False, {}
+        obs = np.zeros(3, np.float32)
+        obs[2] = float(self.t == self.delay)
+        return obs, 0.0, False, False, {}

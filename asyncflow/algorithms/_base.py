@@ -38,6 +38,7 @@ from ..rl.models import build_model, check_model, model_name
 from ..rl.models.config import ModelConfig
 from ..rl.normalization import NormalizerState, check_normalizable
 from ..rl.policy import PolicyFactory, WorkerPolicy, check_learner
+from ..rl.recurrent import recurrent_policy
 from ..rl.rollout_worker import RolloutWorker
 from ..rl.spaces import Family, check_action_space, check_observation_space
 from ..rl.state import get_state, set_state
@@ -64,6 +65,8 @@ class Algorithm:
     family: ClassVar[Family] = "actor_critic"
     use_critic: ClassVar[bool] = True
     policy_class: ClassVar[type[ActorCriticPolicy]] = ActorCriticPolicy
+    supports_lstm: ClassVar[bool] = False
+    """Whether ``use_lstm`` works with this plan's losses (they read only the observations)."""
 
     @staticmethod
     def loss(ac: Any, batch: Any, config: Any) -> Any:  # pragma: no cover - abstract
@@ -88,6 +91,7 @@ class Algorithm:
         self._evaluating: asyncio.Task[dict[str, Any]] | None = None
         self._evaluation: dict[str, Any] | None = None  # the latest finished one
         self.check_normalization()
+        self.check_recurrent()
         if config.evaluation_interval is not None and not hasattr(self, "action_space"):
             raise ConfigError(f"evaluation_interval: {type(self).__name__} is multi-agent; "
                               "evaluation during training is for single-agent algorithms")  # fmt: skip
@@ -107,6 +111,19 @@ class Algorithm:
             raise ConfigError(f"{field}: not available with {what} (gymnasium envs stepped one by one only)")
         if c.normalize_observations:
             check_normalizable(self.observation_space)
+
+    def check_recurrent(self) -> None:
+        """``use_lstm`` fits this algorithm, env and model."""
+        c = self.config
+        if not c.use_lstm:
+            return
+        if not self.supports_lstm:
+            raise ConfigError(f"use_lstm: not available for {type(self).__name__} "
+                              "(PG, A2C, A3C, PPO, IMPALA and APPO have it)")  # fmt: skip
+        if self.async_env or c.vector_env:
+            raise ConfigError("use_lstm: gymnasium envs stepped one by one only (not vector_env or an AsyncEnv)")
+        if c.model is not None and not isinstance(c.model, ModelConfig):
+            raise ConfigError("use_lstm: the LSTM core is built in; it does not take a model of your own")
 
     def new_normalizer(self) -> NormalizerState | None:
         """Empty global statistics for what the config normalizes, or None."""
@@ -147,6 +164,8 @@ class Algorithm:
         family = family or self.family
         options = self.model_options() if options is None else options
         custom = spec is not None and not isinstance(spec, ModelConfig)
+        if custom and getattr(self.config, "use_lstm", False):
+            raise ConfigError("use_lstm: the LSTM core is built in; it does not take a model of your own")
         check_observation_space(observation_space, custom_model=custom, field=field)
         has_action_mask(observation_space, action_space)  # a mask that does not fit the actions: ConfigError
         check_action_space(action_space, family, type(self).__name__, field=field)
@@ -193,9 +212,17 @@ class Algorithm:
         actor-critic policy with this algorithm's model and loss (A3C's workers compute gradients)."""
         c = self.config
         return functools.partial(  # type: ignore[return-value]
-            ActorCriticPolicy, model=c.model, hidden=c.hidden, lr=c.lr, max_grad_norm=c.max_grad_norm,
-            loss=type(self).loss, loss_config=c, device=c.worker_device,
+            self._policy_class(ActorCriticPolicy), model=c.model, hidden=c.hidden, lr=c.lr,
+            max_grad_norm=c.max_grad_norm, loss=type(self).loss, loss_config=c, device=c.worker_device,
+            **self._recurrent_options(),
         )  # fmt: skip
+
+    def _policy_class(self, default: type[ActorCriticPolicy]) -> type[ActorCriticPolicy]:
+        return recurrent_policy(default) if self.config.use_lstm else default
+
+    def _recurrent_options(self) -> dict[str, Any]:
+        c = self.config
+        return {"lstm_size": c.lstm_size, "max_seq_len": c.max_seq_len} if c.use_lstm else {}
 
     def worker_options(self) -> dict[str, Any]:
         """How workers postprocess (``RolloutWorker``'s ``postprocess``, ``n_step``)."""
@@ -207,7 +234,7 @@ class Algorithm:
         By default a ``policy_class`` (an actor-critic policy) with the algorithm's loss.
         """
         c = self.config
-        return self.policy_class(
+        return self._policy_class(self.policy_class)(
             self.observation_space,
             self.action_space,
             model=c.model,
@@ -219,6 +246,7 @@ class Algorithm:
             seed=c.seed,
             device=c.learner_device,
             max_nonfinite_updates=c.max_nonfinite_updates,
+            **self._recurrent_options(),
         )
 
     def learners(self) -> list[Any]:

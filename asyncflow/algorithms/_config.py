@@ -172,6 +172,13 @@ class AlgorithmConfig:
     """Async envs: replace an env whose step raised or timed out (``num_env_errors``,
     ``num_env_step_timeouts``); False: the run fails with the env's own traceback."""
 
+    use_lstm: bool = False
+    """An LSTM core behind the observation encoder (PG, A2C, A3C, PPO, IMPALA, APPO): workers carry each env's
+    state, batches carry sequences of ``max_seq_len`` steps, the learner replays them."""
+    lstm_size: int = field(64, min=1)
+    """Units of the LSTM core."""
+    max_seq_len: int = field(16, min=1)
+    """Steps per training sequence; ``rollout_fragment_length`` must be a multiple of it."""
     normalize_observations: bool = False
     """Normalize float Box observations by running mean and variance (VecNormalize's way), the
     statistics merged from every worker in the driver and sent back with the weights."""
@@ -211,6 +218,9 @@ class AlgorithmConfig:
         if self.min_ready is not None and self.min_ready > self.num_envs_per_worker:
             raise ConfigError(f"min_ready: must be <= num_envs_per_worker ({self.num_envs_per_worker}), "
                               f"got {self.min_ready}")  # fmt: skip
+        if self.use_lstm and self.rollout_fragment_length % self.max_seq_len:
+            raise ConfigError(f"max_seq_len: rollout_fragment_length ({self.rollout_fragment_length}) must be a "
+                              f"multiple of it (use_lstm), got {self.max_seq_len}")  # fmt: skip
         if self.backend not in ("process", "ray", "local"):
             raise ConfigError(f"backend: must be 'process', 'ray' or 'local', got {self.backend!r}")
         if self.backend == "ray":

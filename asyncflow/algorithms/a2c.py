@@ -76,6 +76,7 @@ def a2c_loss(ac: ActorCritic, batch: Mapping[str, Any], config: A2CConfig) -> tu
 
 class A2C(Algorithm):
     config_class = A2CConfig
+    supports_lstm = True
     name = "a2c"
     loss = staticmethod(a2c_loss)
 

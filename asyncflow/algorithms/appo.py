@@ -80,7 +80,7 @@ class TargetSequencePolicy(SequencePolicy):
         super().__init__(*args, **kwargs)
         self.num_epochs = self.loss_config.num_epochs
         self.target_model = copy.deepcopy(self.model).requires_grad_(False)
-        self.target = ActorCritic(self.target_model, self.action_space, self.ac.masked)
+        self.target = self.actor_critic(self.target_model)
 
     def learn_on_batch(self, batch: SampleBatch, *_: Any, **__: Any) -> dict[str, float]:
         """Adds the target policy's log-probabilities, then trains like IMPALA's learner."""

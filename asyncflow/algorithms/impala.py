@@ -23,6 +23,7 @@ from ..errors import ConfigError
 from ..flow import once_per_steps, parallel_rollouts, report_metrics
 from ..flow.learner import sync_weights, train_async
 from ..rl.actor_critic import ActorCritic, ActorCriticPolicy
+from ..rl.recurrent import RecurrentActorCritic
 from ..rl.sample_batch import ACTIONS, DISCOUNTS, DONES, LOGP, NEXT_OBS, OBS, REWARDS, SampleBatch
 from ..rl.vtrace import vtrace
 from ..rl.worker_set import WorkerSet
@@ -72,7 +73,10 @@ def vtrace_targets(
         return x.reshape(-1, steps).T
 
     with torch.no_grad():
-        next_values = ac(batch[NEXT_OBS])[1]
+        # A recurrent model takes V(next obs) from the state each row ended in.
+        next_values = (
+            ac.next_values(batch[NEXT_OBS]) if isinstance(ac, RecurrentActorCritic) else ac(batch[NEXT_OBS])[1]
+        )
         continues = ~seq(batch[DONES])
         continues[-1] = False  # the next row starts another sequence
         vs, pg_adv = vtrace(
@@ -120,6 +124,7 @@ class SequencePolicy(ActorCriticPolicy):
 
 class IMPALA(Algorithm):
     config_class = IMPALAConfig
+    supports_lstm = True
     name = "impala"
     loss = staticmethod(impala_loss)
     policy_class = SequencePolicy

@@ -40,6 +40,7 @@ def pg_loss(ac: ActorCritic, batch: Mapping[str, Any], config: PGConfig) -> tupl
 
 class PG(Algorithm):
     config_class = PGConfig
+    supports_lstm = True
     name = "pg"
     use_critic = False
     loss = staticmethod(pg_loss)

@@ -87,6 +87,7 @@ def ppo_loss(ac: ActorCritic, batch: Mapping[str, Any], config: PPOConfig) -> tu
 
 class PPO(Algorithm):
     config_class = PPOConfig
+    supports_lstm = True
     name = "ppo"
     loss = staticmethod(ppo_loss)
 

@@ -88,8 +88,9 @@ class ActorCriticPolicy:
         torch.manual_seed(seed)
         self.device = resolve_device(device) if isinstance(device, str) else device
         self.action_space = action_space
-        self.model = build_model(model, observation_space, action_space, "actor_critic", hidden=hidden).to(self.device)
-        self.ac = ActorCritic(self.model, action_space, has_action_mask(observation_space, action_space))
+        self.masked = has_action_mask(observation_space, action_space)
+        self.model = self.build_network(model, observation_space, action_space, hidden).to(self.device)
+        self.ac = self.actor_critic(self.model)
         self._params = list(self.model.parameters())
         self.guard = UpdateGuard(max_nonfinite_updates, type(self).__name__)
         self.lr = lr
@@ -99,6 +100,16 @@ class ActorCriticPolicy:
         self.loss_config = loss_config
         self.version = 0
         self._generator = torch.Generator(device=self.device).manual_seed(seed)
+
+    def build_network(
+        self, model: ModelSpec, observation_space: gym.Space[Any], action_space: gym.Space[Any], hidden: Sequence[int]
+    ) -> nn.Module:
+        """The network (the built-in model for the spaces, or ``model``'s)."""
+        return build_model(model, observation_space, action_space, "actor_critic", hidden=hidden)
+
+    def actor_critic(self, model: nn.Module) -> ActorCritic:
+        """``model`` paired with this policy's action distribution (what a loss calls)."""
+        return ActorCritic(model, self.action_space, self.masked)
 
     @property
     def optimizer(self) -> Adam:
@@ -177,7 +188,7 @@ class ActorCriticPolicy:
         totals: dict[str, float] = {}
         steps = 0
         for _ in range(num_epochs):
-            order = torch.from_numpy(rng.permutation(n) if shuffle else np.arange(n)).to(self.device)
+            order = torch.from_numpy(self.order(rng, n, shuffle)).to(self.device)
             for start in range(0, n, size):
                 index = order[start : start + size]
                 loss, stats = self._loss(tree_map(functools.partial(_rows, index), tensors))
@@ -193,6 +204,10 @@ class ActorCriticPolicy:
         means = {k: v / steps for k, v in totals.items()} if steps else {}
         means["skipped_updates"] = self.guard.skipped
         return means
+
+    def order(self, rng: np.random.Generator, n: int, shuffle: bool) -> np.ndarray:
+        """The order of the batch's ``n`` rows for one epoch."""
+        return rng.permutation(n) if shuffle else np.arange(n)
 
     def compute_gradients(self, batch: SampleBatch) -> tuple[list[np.ndarray], dict[str, float]]:
         """Gradients of the loss on ``batch`` (CPU numpy arrays, one per parameter) and the loss stats."""

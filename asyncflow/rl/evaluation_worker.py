@@ -48,8 +48,11 @@ class EvaluationWorker:
         self.normalizer = normalizer
         returns: list[float] = []
         lengths: list[int] = []
+        reset_state = getattr(self.policy, "reset_state", None)  # a recurrent policy's memory
         for episode in range(episodes):
             obs, _ = await self._call(self.env.reset, seed=self.seed + episode)
+            if reset_state is not None:
+                reset_state()
             total, steps, done = 0.0, 0, False
             while not done:
                 obs, reward, terminated, truncated, _ = await self._call(self.env.step, self._act(obs))

@@ -131,7 +131,7 @@ class Segment:
     """``(t, lane, final observation)`` of each time-limit ending (GAE's bootstrap)."""
 
 
-def _lane_major(x: dict[str, Tree]) -> dict[str, Tree]:
+def lane_major(x: dict[str, Tree]) -> dict[str, Tree]:
     """``(T, k, ...)`` -> ``(k * T, ...)``, each lane's steps contiguous."""
 
     def flat(a: np.ndarray) -> np.ndarray:
@@ -182,7 +182,7 @@ class Postprocessing:
                 rewards[t, lane] += self.gamma * v
         last = values(seg.last_obs) if self.use_critic else np.zeros(lanes, np.float32)
         advantages, targets = compute_gae(rewards, seg.values, seg.dones, last, self.gamma, self.lam)
-        return _lane_major(
+        return lane_major(
             {
                 OBS: seg.obs,
                 ACTIONS: seg.actions,
@@ -207,4 +207,4 @@ class Postprocessing:
         else:
             columns[REWARDS], columns[NEXT_OBS] = seg.rewards, seg.next_obs
             columns[DISCOUNTS] = (self.gamma * (1.0 - seg.terminateds)).astype(np.float32)
-        return _lane_major(columns)
+        return lane_major(columns)
