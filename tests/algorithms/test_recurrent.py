@@ -13,6 +13,7 @@ import torch
 
 from asyncflow import ConfigError
 from asyncflow.algorithms import A2C, ALGORITHMS, DQN, PPO, A2CConfig, DQNConfig, PPOConfig
+from asyncflow.evaluate import evaluate
 from asyncflow.rl.recurrent import SEQ_START, STATE_C, STATE_H, RecurrentPolicy
 from asyncflow.rl.rollout_worker import RolloutWorker
 from asyncflow.rl.sample_batch import ACTIONS, DONES, LOGP, OBS, VF_PREDS
@@ -89,6 +90,8 @@ async def test_a_recurrent_run_checkpoints_and_goes_on(tmp_path: Path) -> None:
         async for result in restored.train():
             assert result["training_iteration"] == 2
             break
+    played = evaluate(path, episodes=4)  # asyncflow evaluate: the state carried through each episode
+    assert played.lengths == [5, 5, 5, 5] and set(played.returns) <= {-1.0, 1.0}
 
 
 BUDGET = 60_000
