@@ -22,7 +22,7 @@ from .errors import ConfigError
 from .rl.async_env import run_coroutine
 from .rl.env import make_async_env, make_env
 from .rl.normalization import NormalizerState
-from .rl.policy import WorkerPolicy
+from .rl.policy import StatefulPolicy, WorkerPolicy
 from .rl.tree import tree_map
 
 __all__ = ["Evaluation", "evaluate", "load_policy", "saved_normalizer"]
@@ -147,11 +147,10 @@ def evaluate(
     lengths: list[int] = []
     frames: list[np.ndarray] = []
     try:
-        reset_state = getattr(policy, "reset_state", None)  # a recurrent policy's memory
         for episode in range(episodes):
             obs, _ = env.reset(seed=seed + episode)
-            if reset_state is not None:
-                reset_state()
+            if isinstance(policy, StatefulPolicy):  # a recurrent policy's memory
+                policy.reset_state()
             total, steps, done = 0.0, 0, False
             while not done:
                 if video is not None and episode == 0 and len(frames) < MAX_VIDEO_FRAMES:

@@ -16,7 +16,7 @@ import numpy as np
 
 from .env import EnvSpec, make_async_env, make_env
 from .normalization import NormalizerState
-from .policy import FlatWeights, PolicyFactory
+from .policy import FlatWeights, PolicyFactory, StatefulPolicy
 from .tree import tree_map
 
 __all__ = ["EvaluationWorker", "summarize_episodes"]
@@ -48,11 +48,10 @@ class EvaluationWorker:
         self.normalizer = normalizer
         returns: list[float] = []
         lengths: list[int] = []
-        reset_state = getattr(self.policy, "reset_state", None)  # a recurrent policy's memory
         for episode in range(episodes):
             obs, _ = await self._call(self.env.reset, seed=self.seed + episode)
-            if reset_state is not None:
-                reset_state()
+            if isinstance(self.policy, StatefulPolicy):  # a recurrent policy's memory
+                self.policy.reset_state()
             total, steps, done = 0.0, 0, False
             while not done:
                 obs, reward, terminated, truncated, _ = await self._call(self.env.step, self._act(obs))

@@ -10,6 +10,7 @@ a worker policy and a separate learner (``q_learning.py``, ``continuous.py``).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
@@ -27,6 +28,7 @@ __all__ = [
     "FlatWeights",
     "Learner",
     "PolicyFactory",
+    "StatefulPolicy",
     "WorkerPolicy",
     "check_learner",
     "flat_weights",
@@ -98,6 +100,25 @@ class WorkerPolicy(Protocol):
     def set_weights(self, weights: FlatWeights) -> None:
         """Load weights from the learner."""
         ...
+
+
+@runtime_checkable
+class StatefulPolicy(Protocol):
+    """A worker policy that carries a state per env from step to step (``use_lstm``'s).
+
+    Its worker tells it which envs were reset, and adds the per-step columns it recorded
+    to each sample; evaluation resets it at each episode::
+
+        if isinstance(policy, StatefulPolicy):
+            policy.episodes_ended([2])     # env 2 was reset: its next step starts afresh
+            columns = policy.take_columns()  # {"state_h": (T, envs, H), ...}
+    """
+
+    def episodes_ended(self, lanes: Sequence[int]) -> None: ...
+
+    def take_columns(self) -> dict[str, np.ndarray]: ...
+
+    def reset_state(self) -> None: ...
 
 
 class PolicyFactory(Protocol):

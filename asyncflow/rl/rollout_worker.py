@@ -33,7 +33,7 @@ import numpy as np
 from .env import EnvSpec, make_env, make_vector_env
 from .env_checks import EnvChecker
 from .normalization import NormalizeObservation, NormalizerState, WorkerNormalizer, check_normalizable
-from .policy import FlatWeights, PolicyFactory
+from .policy import FlatWeights, PolicyFactory, StatefulPolicy
 from .sample_batch import DONES, SampleBatch
 from .state import pickle_attributes, unpickle_attributes
 from .trajectory import EpisodeBook, Postprocessing, PostprocessMode, Segment, drop_rows, lane_major, worker_seed
@@ -158,7 +158,7 @@ class RolloutWorker(PolicyDelegation):
             return self._sample_vector(self.vector)
         n, steps = len(self.envs), self.fragment
         book, policy, check = self.episodes, self.policy, self.checker
-        episodes_ended = getattr(policy, "episodes_ended", None)
+        stateful = policy if isinstance(policy, StatefulPolicy) else None
         expected = check.expected if check is not None else None
         shape, dtype = expected if expected is not None else ((), None)
         first = self.env_steps
@@ -195,8 +195,8 @@ class RolloutWorker(PolicyDelegation):
             book.add(rewards[t])
             for i in ended:
                 book.end(i)
-            if ended and episodes_ended is not None:
-                episodes_ended(ended)  # a recurrent policy forgets those envs' state
+            if ended and stateful is not None:
+                stateful.episodes_ended(ended)  # a recurrent policy forgets those envs' state
         if self.normalizer is not None:  # the episode book above counted the raw rewards
             rewards = self.normalizer.rewards(rewards, dones)
         segment = Segment(obs_buf, np.stack(actions), rewards, dones, terminateds, logps, values, eps,
@@ -257,9 +257,8 @@ class RolloutWorker(PolicyDelegation):
             check_segment_finite(self.checker, segment, self.env_steps)
         self.env_steps = self.env_steps + self.fragment
         columns = self.postprocessing(segment, self.policy.values)
-        take_columns = getattr(self.policy, "take_columns", None)
-        if take_columns is not None:  # a recurrent policy's states, (T, k, ...) like the segment
-            columns.update(lane_major(take_columns()))
+        if isinstance(self.policy, StatefulPolicy):  # a recurrent policy's states, (T, k, ...) like the segment
+            columns.update(lane_major(self.policy.take_columns()))
         if skipped is not None and skipped.any():
             columns = drop_rows(columns, np.swapaxes(skipped, 0, 1).reshape(-1))
         returns, lengths = self.episodes.take()
