@@ -40,7 +40,7 @@ from .rl.continuous import DeterministicPolicy, SquashedGaussianPolicy
 from .rl.models.distributions import ActionHead
 from .rl.normalization import EPS, NormalizerState
 from .rl.q_learning import EpsilonGreedyPolicy
-from .rl.recurrent import RecurrentPolicy
+from .rl.recurrent import Recurrent
 
 __all__ = ["example_batch", "export_policy", "greedy_module"]
 
@@ -66,11 +66,23 @@ class _ActorCriticGreedy(nn.Module):
             self.dtype = _torch_dtype(space.dtype)
 
     def forward(self, obs: Any) -> torch.Tensor:
-        inputs = self.model(obs)[0]
+        return self.env_actions(self.model(obs)[0], obs)
+
+    def env_actions(self, inputs: torch.Tensor, obs: Any) -> torch.Tensor:
         actions = self.head.distribution(masked(inputs, obs) if self.masked else inputs).mode()
         if self.box:
             return torch.clamp(actions, self.low, self.high).to(self.dtype)
         return actions + self.start if self.shifted else actions
+
+
+class _RecurrentGreedy(_ActorCriticGreedy):
+    """``(obs, h, c) -> (env actions, h, c)``: the caller carries the LSTM state, zeros
+    (``(batch, lstm_size)`` each) at an episode start."""
+
+    def forward(self, obs: Any, h: torch.Tensor, c: torch.Tensor) -> tuple[torch.Tensor, ...]:  # type: ignore[override]
+        net: Any = self.model  # a RecurrentActorCriticNet
+        inputs, _, (h, c) = net.step(obs, (h, c))
+        return self.env_actions(inputs, obs), h, c
 
 
 class _QGreedy(nn.Module):
@@ -101,21 +113,23 @@ class _BoxGreedy(nn.Module):
         return scaled.reshape((-1, *self.shape)).to(self.dtype)
 
 
-class _Normalize(nn.Module):
-    """The training's observation normalization, frozen (``normalize_observations``)."""
+class _Normalized(nn.Module):
+    """``module`` behind the training's observation normalization, frozen
+    (``normalize_observations``): the first input is the raw observation."""
 
-    def __init__(self, state: NormalizerState, dtype: Any) -> None:
+    def __init__(self, module: nn.Module, state: NormalizerState, dtype: Any) -> None:
         super().__init__()
         assert state.obs is not None
+        self.module = module
         self.register_buffer("mean", torch.as_tensor(state.obs.mean, dtype=torch.float64))
         self.register_buffer("scale", torch.as_tensor(1.0 / np.sqrt(state.obs.var + EPS), dtype=torch.float64))
         self.clip, self.dtype = float(state.clip), _torch_dtype(dtype)
 
-    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+    def forward(self, obs: torch.Tensor, *state: torch.Tensor) -> Any:
         mean: torch.Tensor = self.mean  # type: ignore[assignment]
         scale: torch.Tensor = self.scale  # type: ignore[assignment]
-        scaled = (obs.to(torch.float64) - mean) * scale
-        return torch.clamp(scaled, -self.clip, self.clip).to(self.dtype)
+        scaled = torch.clamp((obs.to(torch.float64) - mean) * scale, -self.clip, self.clip).to(self.dtype)
+        return self.module(scaled, *state)
 
 
 def _torch_dtype(dtype: Any) -> torch.dtype:
@@ -126,9 +140,9 @@ def greedy_module(policy: Any, action_space: gym.Space[Any]) -> nn.Module:
     """A torch module: observations -> the env actions ``policy`` picks greedily (a copy,
     on the CPU, in eval mode, without gradients)."""
     module: nn.Module
-    if isinstance(policy, RecurrentPolicy):
-        raise ConfigError("export: a recurrent policy (use_lstm) carries a state between calls; not exported yet")
-    if isinstance(policy, ActorCriticPolicy):
+    if isinstance(policy, Recurrent):
+        module = _RecurrentGreedy(policy.net, action_space, policy.rac.masked)
+    elif isinstance(policy, ActorCriticPolicy):
         module = _ActorCriticGreedy(policy.model, action_space, policy.ac.masked)
     elif isinstance(policy, EpsilonGreedyPolicy):
         module = _QGreedy(policy.model, int(policy.start), policy.masked)
@@ -180,7 +194,14 @@ def export_policy(checkpoint: str | os.PathLike[str], out: str | os.PathLike[str
     module = greedy_module(policy, algo.action_space)
     normalizer = saved_normalizer(algo)
     if normalizer is not None:  # folded in: the file takes raw observations
-        module = nn.Sequential(_Normalize(normalizer, algo.observation_space.dtype), module).eval()
+        module = _Normalized(module, normalizer, algo.observation_space.dtype).eval()
+    inputs: tuple[Any, ...] = (example,)
+    if isinstance(policy, Recurrent):  # the file takes and returns the state too
+        if fmt == "onnx":
+            raise ConfigError("export --format onnx: not for a recurrent policy (use torchscript)")
+        zeros = torch.zeros(len(next(iter(example.values())) if isinstance(example, dict) else example),
+                            policy.lstm_size)  # fmt: skip
+        inputs = (example, zeros, zeros.clone())
     path = Path(out)
     with torch.no_grad():
         if fmt == "onnx" and isinstance(example, dict):
@@ -194,6 +215,6 @@ def export_policy(checkpoint: str | os.PathLike[str], out: str | os.PathLike[str
                 # torch 2.13 deprecates TorchScript for torch.export (--format export); the
                 # file still loads with torch.jit.load, on older torch too.
                 warnings.filterwarnings("ignore", r"`torch\.jit\.\w+` is deprecated", DeprecationWarning)
-                traced = torch.jit.trace(module, (example,))  # type: ignore[no-untyped-call]
+                traced = torch.jit.trace(module, inputs)  # type: ignore[no-untyped-call]
                 traced.save(str(path))
     return path

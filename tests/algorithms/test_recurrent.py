@@ -4,6 +4,8 @@ an LSTM learns a memory task that no memoryless policy can."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +15,8 @@ import torch
 
 from asyncflow import ConfigError
 from asyncflow.algorithms import A2C, ALGORITHMS, DQN, PPO, A2CConfig, DQNConfig, PPOConfig
-from asyncflow.evaluate import evaluate
+from asyncflow.evaluate import evaluate, load_policy, saved_normalizer
+from asyncflow.export import export_policy
 from asyncflow.rl.recurrent import SEQ_START, STATE_C, STATE_H, RecurrentPolicy
 from asyncflow.rl.rollout_worker import RolloutWorker
 from asyncflow.rl.sample_batch import ACTIONS, DONES, LOGP, OBS, VF_PREDS
@@ -135,3 +138,50 @@ async def test_the_asynchronous_plans_learn_to_remember_too(name: str) -> None:
         f"CueRecall {name} use_lstm: {result['episode_return_mean']:.2f} after {result['num_env_steps_sampled']} steps"
     )
     assert result["episode_return_mean"] >= 0.9
+
+
+LOAD = """
+import sys
+import numpy as np
+import torch
+policy = torch.jit.load(sys.argv[1])
+obs = torch.as_tensor(np.load(sys.argv[2]))  # (steps, batch, 3)
+h = c = torch.zeros(obs.shape[1], int(sys.argv[4]))
+actions = []
+for t in range(len(obs)):
+    a, h, c = policy(obs[t], h, c)
+    actions.append(a.numpy())
+np.save(sys.argv[3], np.stack(actions))
+assert not any(name.startswith("asyncflow") for name in sys.modules)
+"""
+
+
+async def test_an_exported_recurrent_policy_carries_its_state_like_the_framework(tmp_path: Path) -> None:
+    config = PPOConfig(env=CueRecall, num_workers=2, use_lstm=True, lstm_size=16, num_envs_per_worker=8,
+                       rollout_fragment_length=64, train_batch_size=1024, minibatch_size=256, num_epochs=4, lr=1e-3,
+                       normalize_observations=True)  # fmt: skip
+    async with PPO(config) as algo:
+        async for result in algo.train():  # until its actions depend on what it remembers
+            if result["episode_return_mean"] >= 0.5 or result["num_env_steps_sampled"] >= 50_000:
+                break
+        ckpt = await algo.save(tmp_path / "lstm.ckpt")
+    export_policy(ckpt, tmp_path / "lstm.pt")
+    cues = np.zeros((6, 200, 3), np.float32)  # 200 CueRecall episodes: the cue, 4 blanks, the question
+    cues[0, np.arange(200), np.arange(200) % 2] = 1.0
+    cues[4, :, 2] = 1.0
+    noise = np.random.default_rng(0).normal(0.5, 1.0, (6, 200, 3)).astype(np.float32)
+    obs = np.concatenate([cues, noise], axis=1)
+    np.save(tmp_path / "obs.npy", obs)
+    _, policy = load_policy(ckpt)
+    normalizer = saved_normalizer(load_policy(ckpt)[0])
+    assert isinstance(policy, RecurrentPolicy) and normalizer is not None
+    policy.reset_state()
+    want = np.stack([policy.env_actions(policy.greedy_actions(normalizer.normalize(o))) for o in obs])
+    run = subprocess.run([sys.executable, "-c", LOAD, str(tmp_path / "lstm.pt"), str(tmp_path / "obs.npy"),
+                          str(tmp_path / "out.npy"), "16"], capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert run.returncode == 0, run.stderr
+    got = np.load(tmp_path / "out.npy")
+    np.testing.assert_array_equal(got, want)
+    assert len(np.unique(got)) > 1  # not constant: the comparison means something
+    with pytest.raises(ConfigError, match="onnx"):
+        export_policy(ckpt, tmp_path / "lstm.onnx", fmt="onnx")
