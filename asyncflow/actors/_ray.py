@@ -92,6 +92,11 @@ class RayTransport:
         self._seq = itertools.count(1)
         self._pending: dict[int, asyncio.Future[Any]] = {}
         self._notifies = 0
+        # Sync-method notifies in flight, and replies held back until they are reported: Ray
+        # answers each call on its own, and a later call's answer can come first. The process
+        # backend's ring keeps the order, so a notify's error is there by the next reply.
+        self._sync_notifies: set[int] = set()
+        self._held: dict[int, tuple[str, concurrent.futures.Future[Any]]] = {}
         self._drained: asyncio.Future[None] | None = None
         self._exited: asyncio.Future[None] | None = None
         self._dead: BaseException | None = None
@@ -185,8 +190,10 @@ class RayTransport:
 
     def notify(self, method: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
         self._check_alive()
-        self._submit(method, args, kwargs, self._on_notified)
+        seq = self._submit(method, args, kwargs, self._on_notified)
         self._notifies += 1
+        if not self.methods.get(method):
+            self._sync_notifies.add(seq)
 
     async def drain(self) -> None:
         """Wait until fewer than ``NOTIFY_WINDOW`` notifies are in flight."""
@@ -235,6 +242,9 @@ class RayTransport:
     # -- answers (on our loop) -------------------------------------------
 
     def _on_reply(self, seq: int, method: str, done: concurrent.futures.Future[Any]) -> None:
+        if self._sync_notifies and min(self._sync_notifies) < seq:
+            self._held[seq] = (method, done)  # an earlier notify's error must surface first
+            return
         self.calls_completed += 1
         future = self._pending.pop(seq, None)
         if future is None or future.done():
@@ -252,6 +262,7 @@ class RayTransport:
     def _on_notified(self, seq: int, method: str, done: concurrent.futures.Future[Any]) -> None:
         self.calls_completed += 1
         self._notifies -= 1
+        self._sync_notifies.discard(seq)
         if not self._stopping and self._dead is None:
             try:
                 _, error = self._outcome(method, done)
@@ -264,6 +275,10 @@ class RayTransport:
         drained = self._drained
         if drained is not None and not drained.done() and not self.backlogged:
             drained.set_result(None)
+        for held in sorted(self._held):  # the replies that waited for this notify, in order
+            if self._sync_notifies and min(self._sync_notifies) < held:
+                break
+            self._on_reply(held, *self._held.pop(held))
 
     def _outcome(self, method: str, done: concurrent.futures.Future[Any]) -> tuple[Any, BaseException | None]:
         """``(result, None)`` or ``(None, the caller's exception)``; raises what Ray raised, translated."""
@@ -310,6 +325,7 @@ class RayTransport:
         if self._drained is not None and not self._drained.done():
             self._drained.set_exception(error)
             self._drained.exception()  # retrieved here; drain() re-raises via _check_alive
+        self._held.clear()
         pending, self._pending = self._pending, {}
         for future in pending.values():
             if not future.done():
