@@ -99,7 +99,7 @@ class RayTransport:
         self._held: dict[int, tuple[str, concurrent.futures.Future[Any]]] = {}
         self._drained: asyncio.Future[None] | None = None
         self._exited: asyncio.Future[None] | None = None
-        self._dead: BaseException | None = None
+        self._dead: ActorDiedError | None = None
         self._stopping = False
 
     # -- lifecycle -------------------------------------------------------
@@ -285,6 +285,10 @@ class RayTransport:
         exceptions = self._ray.exceptions
         try:
             ok, value = done.result()
+        except exceptions.ActorDiedError as exc:
+            # The call's own answer can come before the sentinel's: the death is handled
+            # now, so the next call already goes to the restarted actor.
+            raise self._declare_dead(exc) from exc
         except exceptions.RayActorError as exc:
             raise self._died(exc) from exc
         except exceptions.RayTaskError as exc:  # Ray failed around our code: (un)pickling
@@ -305,14 +309,19 @@ class RayTransport:
         assert self._exited is not None
         if not self._exited.done():
             self._exited.set_result(None)
-        if self._stopping:
-            return
-        exc = done.exception()
-        died = self._died(exc)
-        died.__cause__ = exc
-        self._dead = died
-        self._fail_pending(died)
-        self._on_exit_cb(self, died)
+        if not self._stopping:
+            self._declare_dead(done.exception())
+
+    def _declare_dead(self, cause: BaseException | None) -> ActorDiedError:
+        """Fail every pending call and hand the death to the restart policy, once; whichever of
+        Ray's reports (the sentinel's, or a call's) comes first."""
+        if self._dead is None and not self._stopping:
+            died = self._died(cause)
+            died.__cause__ = cause
+            self._dead = died
+            self._fail_pending(died)
+            self._on_exit_cb(self, died)
+        return self._died(cause) if self._dead is None else self._dead
 
     def _died(self, cause: BaseException | None, when: str = "") -> ActorDiedError:
         reason = _ray_reason(cause)
