@@ -20,6 +20,7 @@ import numpy as np
 from .algorithms import Algorithm
 from .errors import ConfigError
 from .rl.async_env import run_coroutine
+from .rl.atari import AtariEnv
 from .rl.env import make_async_env, make_env
 from .rl.normalization import NormalizerState
 from .rl.policy import StatefulPolicy, WorkerPolicy
@@ -61,6 +62,8 @@ def saved_normalizer(algo: Algorithm) -> NormalizerState | None:
 
 
 def _render_env(spec: Any) -> gym.Env[Any, Any]:
+    if isinstance(spec, AtariEnv):  # the real RGB screen, not the 84x84 input
+        return spec.rendering()()
     if not isinstance(spec, str):
         raise ConfigError("--video needs an env given as a gymnasium id (to ask it for rgb_array frames)")
     # Off-screen rendering: no window, no sound device, no pygame banner.
@@ -142,7 +145,8 @@ def evaluate(
             raise ConfigError("--video needs an env given as a gymnasium id, not an AsyncEnv")
         played: tuple[list[float], list[int]] = run_coroutine(_async_episodes(algo.config.env, policy, episodes, seed))
         return Evaluation(played[0], played[1], None)
-    env = _render_env(algo.config.env) if video is not None else make_env(algo.config.env)
+    spec = algo.config.worker_env(training=False)
+    env = _render_env(spec) if video is not None else make_env(spec)
     returns: list[float] = []
     lengths: list[int] = []
     frames: list[np.ndarray] = []

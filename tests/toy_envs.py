@@ -239,3 +239,74 @@ class CueRecall(gym.Env[np.ndarray, int]):
         obs = np.zeros(3, np.float32)
         obs[2] = float(self.t == self.delay)
         return obs, 0.0, False, False, {}
+
+
+class _Lives:
+    def __init__(self) -> None:
+        self.left = 0
+
+    def lives(self) -> int:
+        return self.left
+
+
+class ScriptedGame(gym.Env[np.ndarray, int]):
+    """An Atari-like game with a scripted score: 3 lives, one lost every 10 steps, 5 points a step.
+
+    A whole game is 30 steps and scores 150; ``ale.lives()`` answers like ALE's.
+    """
+
+    LIFE_STEPS, LIVES, POINTS = 10, 3, 5.0
+
+    def __init__(self) -> None:
+        self.observation_space = gym.spaces.Box(0, 255, (8, 8), np.uint8)
+        self.action_space = gym.spaces.Discrete(2)
+        self.ale = _Lives()
+        self.t = 0
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[np.ndarray, dict]:  # type: ignore[type-arg]
+        super().reset(seed=seed)
+        self.t, self.ale.left = 0, self.LIVES
+        return self._frame(), {}
+
+    def step(self, action: int) -> tuple[np.ndarray, float, bool, bool, dict]:  # type: ignore[type-arg]
+        self.t += 1
+        if self.t % self.LIFE_STEPS == 0:
+            self.ale.left -= 1
+        return self._frame(), self.POINTS, self.ale.left == 0, False, {}
+
+    def _frame(self) -> np.ndarray:
+        return np.full((8, 8), self.t % 256, np.uint8)
+
+
+def scripted_atari() -> gym.Env[Any, Any]:
+    """``ScriptedGame`` behind the Atari wrappers a training env gets: game scores, lives, clipping."""
+    from asyncflow.rl.atari import ClipReward, EpisodicLife, GameScore
+
+    return gym.wrappers.FrameStackObservation(ClipReward(EpisodicLife(GameScore(ScriptedGame()))), 4)
+
+
+class NoiseFrames(gym.Env[np.ndarray, int]):
+    """Random 12x12 ``uint8`` frames; episodes of 3 to 12 steps, some cut by truncation."""
+
+    def __init__(self) -> None:
+        self.observation_space = gym.spaces.Box(0, 255, (12, 12), np.uint8)
+        self.action_space = gym.spaces.Discrete(2)
+        self.left = 0
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[np.ndarray, dict]:  # type: ignore[type-arg]
+        super().reset(seed=seed)
+        self.left = int(self.np_random.integers(3, 13))
+        return self._frame(), {}
+
+    def step(self, action: int) -> tuple[np.ndarray, float, bool, bool, dict]:  # type: ignore[type-arg]
+        self.left -= 1
+        end = self.left == 0
+        cut = end and bool(self.np_random.random() < 0.3)
+        return self._frame(), float(action), end and not cut, cut, {}
+
+    def _frame(self) -> np.ndarray:
+        return self.np_random.integers(0, 256, (12, 12), dtype=np.uint8)
+
+
+def stacked_noise() -> gym.Env[Any, Any]:
+    return gym.wrappers.FrameStackObservation(NoiseFrames(), 4)

@@ -138,7 +138,7 @@ class Algorithm:
         observation; raise ConfigError if the spaces or the model do not fit."""
         if self.config.vector_env:
             self.check_vector_env()
-        probe = probe_env(self.config.env)
+        probe = probe_env(self.config.worker_env())
         self.observation_space, self.action_space = probe.observation_space, probe.action_space
         self.async_env = probe.is_async
         self.check_model(self.config.model, self.observation_space, self.action_space)
@@ -296,7 +296,7 @@ class Algorithm:
         return [
             runtime.spawn(
                 worker,
-                c.env,
+                c.worker_env(),
                 policy_factory=factory,
                 num_envs=c.num_envs_per_worker,
                 rollout_fragment_length=c.rollout_fragment_length,
@@ -323,7 +323,7 @@ class Algorithm:
         return [
             runtime.spawn(
                 EvaluationWorker,
-                c.env,
+                c.worker_env(training=False),
                 policy_factory=factory,
                 seed=c.seed + 10_000 + 1_000 * i,
                 worker_index=c.num_workers + 1 + i,

@@ -16,6 +16,7 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from ..errors import ConfigError
+from ..rl.atari import AtariEnv, AtariOptions, is_atari_id
 from ..rl.device import resolve_device
 from ..rl.env import EnvSpec
 from ..rl.models.config import model_spec
@@ -172,6 +173,24 @@ class AlgorithmConfig:
     """Async envs: replace an env whose step raised or timed out (``num_env_errors``,
     ``num_env_step_timeouts``); False: the run fails with the env's own traceback."""
 
+    atari_preprocessing: bool = True
+    """An ``ALE/...`` id gets the standard preprocessing (``asyncflow.rl.atari``): the fields below;
+    False: the raw env as gymnasium makes it."""
+    atari_noop_max: int = field(30, min=0)
+    """Atari: up to this many no-op actions at each game's start (a random number)."""
+    atari_frame_skip: int = field(4, min=1)
+    """Atari: frames per agent step (the action repeated), the observation the max of the last two."""
+    atari_screen_size: int = field(84, min=36)
+    """Atari: observations are resized to this many pixels square (the CNN needs at least 36)."""
+    atari_grayscale: bool = True
+    """Atari: grayscale frames (False: RGB, stacked along the channels)."""
+    atari_frame_stack: int = field(4, min=1)
+    """Atari: the observation stacks the latest this many frames, channels first."""
+    atari_episodic_life: bool = True
+    """Atari, training: a lost life ends the training episode; the game goes on (evaluation plays whole games)."""
+    atari_clip_rewards: bool = True
+    """Atari, training: rewards are clipped to their sign; ``episode_return_mean`` stays the game's score."""
+
     use_lstm: bool = False
     """An LSTM core behind the observation encoder (PG, A2C, A3C, PPO, IMPALA, APPO): workers carry each env's
     state, batches carry sequences of ``max_seq_len`` steps, the learner replays them."""
@@ -231,6 +250,22 @@ class AlgorithmConfig:
             raise ConfigError(f"address: only for backend='ray' (backend is {self.backend!r})")
         for name in ("learner_device", "worker_device"):
             resolve_device(getattr(self, name), name)  # a device this machine lacks fails here
+
+    def worker_env(self, *, training: bool = True) -> EnvSpec:
+        """``env`` as the workers build it: an ALE id gets the Atari preprocessing (``atari_*``
+        fields); ``training=False`` (evaluation) plays whole games with unclipped rewards."""
+        if not (self.atari_preprocessing and is_atari_id(self.env)):
+            return self.env
+        options = AtariOptions(
+            noop_max=self.atari_noop_max,
+            frame_skip=self.atari_frame_skip,
+            screen_size=self.atari_screen_size,
+            grayscale=self.atari_grayscale,
+            frame_stack=self.atari_frame_stack,
+            episodic_life=self.atari_episodic_life,
+            clip_rewards=self.atari_clip_rewards,
+        )
+        return AtariEnv(str(self.env), options, training=training)
 
     def replace(self, **changes: Any) -> Any:
         """A copy with some fields changed (checked the same way)."""

@@ -52,6 +52,9 @@ class ReplayConfig(AlgorithmConfig):
     """Env steps sampled between two results."""
     checkpoint_replay_buffer: bool = True
     """Save the replay buffer's contents with each checkpoint (turn off for big buffers)."""
+    replay_frame_dedup: bool = True
+    """Stacked-frame observations (Atari's ``(4, 84, 84)`` uint8) are stored one frame once, the stacks
+    rebuilt when sampled (``frame_store.py``); False: each row as it came."""
 
 
 class ReplayAlgorithm(Algorithm):
@@ -65,10 +68,14 @@ class ReplayAlgorithm(Algorithm):
         c = self.config
         self.buffer: ReplayBuffer = (
             PrioritizedReplayBuffer(
-                c.buffer_size, alpha=c.prioritized_replay_alpha, beta=c.prioritized_replay_beta, seed=c.seed
+                c.buffer_size,
+                alpha=c.prioritized_replay_alpha,
+                beta=c.prioritized_replay_beta,
+                seed=c.seed,
+                frame_dedup=c.replay_frame_dedup,
             )
             if c.prioritized_replay
-            else ReplayBuffer(c.buffer_size, seed=c.seed)
+            else ReplayBuffer(c.buffer_size, seed=c.seed, frame_dedup=c.replay_frame_dedup)
         )
 
     async def extra_state(self) -> Any:

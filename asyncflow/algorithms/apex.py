@@ -86,6 +86,7 @@ class ApexDQN(DQN):
                         alpha=c.prioritized_replay_alpha,
                         beta=c.prioritized_replay_beta,
                         learning_starts=max(1, c.learning_starts // shards),
+                        frame_dedup=c.replay_frame_dedup,
                         seed=c.seed * 101 + i,
                         name=f"apex-replay-{i + 1}",
                         max_restarts=c.max_replay_restarts,

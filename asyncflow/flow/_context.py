@@ -57,6 +57,8 @@ class FlowContext:
         self.episode_returns: deque[float] = deque(maxlen=self.smoothing_episodes)
         self.episode_lengths: deque[int] = deque(maxlen=self.smoothing_episodes)
         self.policy_returns: dict[str, deque[float]] = {}
+        self.training_returns: deque[float] = deque(maxlen=self.smoothing_episodes)
+        """Atari: the per-life, clipped-reward episodes the learner saw (``episode_returns`` are games)."""
 
     def add(self, counter: str, n: int) -> None:
         """Add ``n`` to a counter."""
@@ -82,6 +84,10 @@ class FlowContext:
         self.episode_lengths.extend(lengths)
         self.episodes_total += len(returns)
 
+    def record_training_returns(self, returns: list[float]) -> None:
+        """Note the returns of training episodes where they differ from the games (Atari)."""
+        self.training_returns.extend(returns)
+
     def record_policy_returns(self, returns: dict[str, list[float]]) -> None:
         """Each agent's own episode return, by the policy that controlled it."""
         for pid, values in returns.items():
@@ -97,6 +103,7 @@ class FlowContext:
             "episode_returns": list(self.episode_returns),
             "episode_lengths": list(self.episode_lengths),
             "policy_returns": {p: list(r) for p, r in self.policy_returns.items()},
+            "training_returns": list(self.training_returns),
             "episodes_total": self.episodes_total,
             "workers_restarted": self.workers_restarted,
             "elapsed_s": time.perf_counter() - self.start_time,
@@ -111,6 +118,7 @@ class FlowContext:
         self.episode_returns = deque(state["episode_returns"], maxlen=self.smoothing_episodes)
         self.episode_lengths = deque(state["episode_lengths"], maxlen=self.smoothing_episodes)
         self.policy_returns = {p: deque(r, maxlen=self.smoothing_episodes) for p, r in state["policy_returns"].items()}
+        self.training_returns = deque(state.get("training_returns", ()), maxlen=self.smoothing_episodes)
         self.episodes_total = state["episodes_total"]
         self.workers_restarted = state["workers_restarted"]
         self.start_time = time.perf_counter() - state["elapsed_s"]  # time_total_s runs on

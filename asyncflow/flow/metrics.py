@@ -72,6 +72,8 @@ async def report_metrics(source: AsyncIterable[Any], ctx: FlowContext | None = N
                     "episode_return_min": float(np.min(returns)) if returns else float("nan"),
                     "episode_return_max": float(np.max(returns)) if returns else float("nan"),
                     "episode_len_mean": float(np.mean(ctx.episode_lengths)) if returns else float("nan"),
+                    # Atari: the per-life clipped-reward episodes the learner saw (absent elsewhere)
+                    **({"training_return_mean": float(np.mean(ctx.training_returns))} if ctx.training_returns else {}),
                     "episodes_this_iter": ctx.episodes_total - int(marks.get("report:episodes", 0)),
                     "episodes_total": ctx.episodes_total,
                     "num_env_steps_sampled": sampled,

@@ -28,6 +28,8 @@ __all__ = ["GradientsItem", "async_gradients", "parallel_rollouts"]
 def _record(ctx: FlowContext, batch: SampleBatch | MultiAgentBatch, workers: WorkerSet) -> None:
     ctx.add(NUM_ENV_STEPS_SAMPLED, len(batch))
     ctx.record_episodes(batch.episode_returns, batch.episode_lengths)
+    if isinstance(batch, SampleBatch) and batch.training_returns:
+        ctx.record_training_returns(batch.training_returns)
     if isinstance(batch, SampleBatch) and (batch.env_step_timeouts or batch.env_errors):
         ctx.add(NUM_ENV_STEP_TIMEOUTS, batch.env_step_timeouts)
         ctx.add(NUM_ENV_ERRORS, batch.env_errors)

@@ -30,11 +30,12 @@ class ReplayActor:
         beta: float = 0.4,
         learning_starts: int = 1,
         seed: int = 0,
+        frame_dedup: bool = True,
     ) -> None:
         self.buffer: ReplayBuffer = (
-            PrioritizedReplayBuffer(capacity, alpha=alpha, beta=beta, seed=seed)
+            PrioritizedReplayBuffer(capacity, alpha=alpha, beta=beta, seed=seed, frame_dedup=frame_dedup)
             if prioritized
-            else ReplayBuffer(capacity, seed=seed)
+            else ReplayBuffer(capacity, seed=seed, frame_dedup=frame_dedup)
         )
         self.learning_starts = max(1, learning_starts)
         self._ready = asyncio.Event()

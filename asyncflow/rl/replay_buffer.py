@@ -10,6 +10,12 @@ Sampled batches carry ``batch_indexes`` (the rows they came from) and
 ``weights`` (importance weights; all ones for the uniform buffer), so a
 learner can use one loss for both and send TD errors back with
 ``update_priorities``.
+
+With ``frame_dedup``, columns of stacked frames (Atari's ``(N, 4, 84, 84)``
+``uint8`` observations, ``frame_store.py``) hold slots into one ``FrameStore``
+instead of the pixels: each frame is stored once for all the stacks, rows and
+columns (``obs``, ``next_obs``) that contain it, and the stacks are rebuilt when
+the buffer samples.
 """
 
 from __future__ import annotations
@@ -18,9 +24,10 @@ from collections.abc import Callable
 
 import numpy as np
 
+from .frame_store import FrameStore, is_frame_stack
 from .sample_batch import SampleBatch
 from .sum_tree import MinTree, SumTree
-from .tree import Tree, tree_assign, tree_map
+from .tree import Tree, tree_assign, tree_leaves, tree_map
 
 __all__ = ["BATCH_INDEXES", "WEIGHTS", "PrioritizedReplayBuffer", "ReplayBuffer"]
 
@@ -31,11 +38,14 @@ WEIGHTS = "weights"
 class ReplayBuffer:
     """A FIFO ring of transitions, sampled uniformly with replacement."""
 
-    def __init__(self, capacity: int, *, seed: int = 0) -> None:
+    def __init__(self, capacity: int, *, seed: int = 0, frame_dedup: bool = True) -> None:
         if capacity < 1:
             raise ValueError(f"ReplayBuffer: capacity must be >= 1, not {capacity}")
         self.capacity = capacity
+        self.frame_dedup = frame_dedup
         self._columns: dict[str, Tree] = {}
+        self._frames: dict[tuple[int, ...], FrameStore] = {}  # by frame shape
+        self._stacked: dict[str, FrameStore] = {}  # the columns kept as frame slots
         self._next = 0
         self._size = 0
         self.rng = np.random.default_rng(seed)
@@ -65,14 +75,28 @@ class ReplayBuffer:
             return np.zeros(0, np.int64)
         if not self._columns:
             self._columns = {k: tree_map(self._storage, v) for k, v in batch.items()}
+            for k, v in batch.items():
+                if self.frame_dedup and is_frame_stack(v):
+                    shape = tuple(v.shape[2:])
+                    if shape not in self._frames:  # room for about one new frame per row; it grows if not
+                        self._frames[shape] = FrameStore(shape, self.capacity + self.capacity // 8 + 64)
+                    self._stacked[k] = self._frames[shape]
+                    self._columns[k] = np.zeros((self.capacity, v.shape[1]), np.int64)
         elif batch.keys() != self._columns.keys():
             raise ValueError(f"replay buffer holds columns {sorted(self._columns)}, got {sorted(batch)}")
         if n > self.capacity:  # only the newest rows fit
             batch = batch.slice(n - self.capacity, n)
             n = self.capacity
         slots = (self._next + np.arange(n)) % self.capacity
+        overwritten = slots[slots < self._size]
         for k, column in self._columns.items():
-            tree_assign(column, slots, batch[k])
+            store = self._stacked.get(k)
+            if store is None:
+                tree_assign(column, slots, batch[k])
+                continue
+            new_frames = store.add(batch[k])
+            store.release(column[overwritten])  # after the add: a frame that stays is not copied again
+            column[slots] = new_frames
         self._next = int((self._next + n) % self.capacity)
         self._size = min(self._size + n, self.capacity)
         self.added += n
@@ -98,6 +122,8 @@ class ReplayBuffer:
     def _gather(self, index: np.ndarray, weights: np.ndarray) -> SampleBatch:
         self.sampled += len(index)
         columns = {k: tree_map(lambda v: v[index], c) for k, c in self._columns.items()}
+        for k, store in self._stacked.items():
+            columns[k] = store.get(columns[k])
         columns[BATCH_INDEXES] = index
         columns[WEIGHTS] = weights.astype(np.float32)
         self._changed()
@@ -115,7 +141,16 @@ class ReplayBuffer:
 
     def state(self) -> dict[str, object]:
         """Counts: rows held, added and sampled."""
-        return {"size": self._size, "added": self.added, "sampled": self.sampled}
+        counts: dict[str, object] = {"size": self._size, "added": self.added, "sampled": self.sampled}
+        if self._frames:
+            counts["frames"] = sum(len(store) for store in self._frames.values())
+        return counts
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of the data held: the columns' storage, and the distinct frames."""
+        columns = sum(leaf.nbytes for c in self._columns.values() for leaf in tree_leaves(c))
+        return int(columns + sum(store.nbytes for store in self._frames.values()))
 
 
 class PrioritizedReplayBuffer(ReplayBuffer):
@@ -127,9 +162,16 @@ class PrioritizedReplayBuffer(ReplayBuffer):
     """
 
     def __init__(
-        self, capacity: int, *, alpha: float = 0.6, beta: float = 0.4, eps: float = 1e-6, seed: int = 0
+        self,
+        capacity: int,
+        *,
+        alpha: float = 0.6,
+        beta: float = 0.4,
+        eps: float = 1e-6,
+        seed: int = 0,
+        frame_dedup: bool = True,
     ) -> None:
-        super().__init__(capacity, seed=seed)
+        super().__init__(capacity, seed=seed, frame_dedup=frame_dedup)
         if alpha < 0 or beta < 0:
             raise ValueError(f"PrioritizedReplayBuffer: alpha and beta must be >= 0, got {alpha}, {beta}")
         self.alpha, self.beta, self.eps = alpha, beta, eps

@@ -30,6 +30,7 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
+from .atari import take_games
 from .env import EnvSpec, make_env, make_vector_env
 from .env_checks import EnvChecker
 from .normalization import NormalizeObservation, NormalizerState, WorkerNormalizer, check_normalizable
@@ -151,6 +152,7 @@ class RolloutWorker(PolicyDelegation):
                 self.checker.observation(first, i, 0)
             tree_assign(self.obs, i, first)
         self.episodes = EpisodeBook(worker_index, num_envs)
+        self.scores_games = any(take_games(e) is not None for e in self.envs)
 
     def sample(self) -> SampleBatch:
         """Collect ``rollout_fragment_length`` steps from each sub-environment."""
@@ -262,6 +264,10 @@ class RolloutWorker(PolicyDelegation):
         if skipped is not None and skipped.any():
             columns = drop_rows(columns, np.swapaxes(skipped, 0, 1).reshape(-1))
         returns, lengths = self.episodes.take()
+        if self.scores_games:  # Atari: whole games' real scores; the lives the learner saw aside
+            games = [game for env in self.envs for game in take_games(env) or ()]
+            return SampleBatch(columns, episode_returns=[score for score, _ in games],
+                               episode_lengths=[n for _, n in games], training_returns=returns)  # fmt: skip
         return SampleBatch(columns, episode_returns=returns, episode_lengths=lengths)
 
     def _check_vector_obs(self, check: EnvChecker, obs: Any, steps: np.ndarray | int) -> None:
@@ -284,7 +290,10 @@ class RolloutWorker(PolicyDelegation):
         batch = self.sample()
         grads, stats = self.compute_gradients(batch)
         summary = SampleBatch(
-            {DONES: batch[DONES]}, episode_returns=batch.episode_returns, episode_lengths=batch.episode_lengths
+            {DONES: batch[DONES]},
+            episode_returns=batch.episode_returns,
+            episode_lengths=batch.episode_lengths,
+            training_returns=batch.training_returns,
         )
         return grads, stats, summary
 

@@ -51,6 +51,7 @@ class SampleBatch(dict[str, Tree]):
         episode_lengths: Sequence[int] = (),
         env_step_timeouts: int = 0,
         env_errors: int = 0,
+        training_returns: Sequence[float] = (),
     ) -> None:
         super().__init__({k: _column(v) for k, v in (columns or {}).items()})
         lengths = {tree_len(v) for v in self.values()}
@@ -58,6 +59,9 @@ class SampleBatch(dict[str, Tree]):
             raise ValueError(f"columns have different lengths: { {k: tree_len(v) for k, v in self.items()} }")
         self.episode_returns = list(episode_returns)
         self.episode_lengths = list(episode_lengths)
+        self.training_returns = list(training_returns)
+        """Where the episodes above are whole games (Atari, ``atari.py``): the returns of the episodes
+        the learner saw (one per life, clipped rewards); empty where those are the episodes above."""
         self.env_step_timeouts = env_step_timeouts
         """Async envs replaced while this batch was sampled: a step that timed out ..."""
         self.env_errors = env_errors
@@ -76,7 +80,7 @@ class SampleBatch(dict[str, Tree]):
 
     def __reduce__(self) -> Any:
         faults = (self.env_step_timeouts, self.env_errors)
-        return _rebuild, (dict(self), self.episode_returns, self.episode_lengths, *faults)
+        return _rebuild, (dict(self), self.episode_returns, self.episode_lengths, *faults, self.training_returns)
 
     def slice(self, start: int, stop: int) -> SampleBatch:
         """Rows ``start:stop`` (views, not copies)."""
@@ -105,10 +109,15 @@ class SampleBatch(dict[str, Tree]):
 
 
 def _rebuild(
-    columns: dict[str, Tree], returns: list[float], lengths: list[int], timeouts: int = 0, errors: int = 0
+    columns: dict[str, Tree],
+    returns: list[float],
+    lengths: list[int],
+    timeouts: int = 0,
+    errors: int = 0,
+    training_returns: list[float] | None = None,
 ) -> SampleBatch:
     return SampleBatch(columns, episode_returns=returns, episode_lengths=lengths, env_step_timeouts=timeouts,
-                       env_errors=errors)  # fmt: skip
+                       env_errors=errors, training_returns=training_returns or ())  # fmt: skip
 
 
 def concat_samples(batches: Sequence[SampleBatch]) -> SampleBatch:
@@ -117,7 +126,9 @@ def concat_samples(batches: Sequence[SampleBatch]) -> SampleBatch:
     A single batch is returned as it is, not copied: a plan that concatenates
     at two stages copies each sample once.
     """
-    batches = [b for b in batches if len(b) or b.episode_returns or b.env_step_timeouts or b.env_errors]
+    batches = [
+        b for b in batches if len(b) or b.episode_returns or b.training_returns or b.env_step_timeouts or b.env_errors
+    ]
     if not batches:
         return SampleBatch()
     if len(batches) == 1:
@@ -132,6 +143,7 @@ def concat_samples(batches: Sequence[SampleBatch]) -> SampleBatch:
         episode_lengths=[n for b in batches for n in b.episode_lengths],
         env_step_timeouts=sum(b.env_step_timeouts for b in batches),
         env_errors=sum(b.env_errors for b in batches),
+        training_returns=[r for b in batches for r in b.training_returns],
     )
 
 
