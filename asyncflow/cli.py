@@ -81,6 +81,8 @@ def _build_parser() -> argparse.ArgumentParser:
     evaluate.add_argument("--episodes", type=int, default=10)
     evaluate.add_argument("--seed", type=int, default=10_000, help="seed of the first episode")
     evaluate.add_argument("--video", type=Path, help="record the first episode to a .gif (or .mp4 with imageio-ffmpeg)")
+    evaluate.add_argument("--video-frames", type=int,
+                          help="record at most this many frames of the episode (default 1,000)")  # fmt: skip
     evaluate.add_argument("--debug", action="store_true", help="show full tracebacks")
     export = sub.add_parser("export", help="write a checkpoint's greedy policy as a TorchScript (or ONNX) file")
     export.add_argument("checkpoint", type=Path)
@@ -214,7 +216,8 @@ def _train(args: argparse.Namespace) -> int:
 def _evaluate(args: argparse.Namespace) -> int:
     from .evaluate import evaluate
 
-    result = evaluate(args.checkpoint, args.episodes, seed=args.seed, video=args.video)
+    frames = {} if args.video_frames is None else {"video_frames": args.video_frames}
+    result = evaluate(args.checkpoint, args.episodes, seed=args.seed, video=args.video, **frames)
     print(json.dumps({"episodes": len(result.returns), "return_mean": result.mean, "return_std": result.std,
                       "length_mean": sum(result.lengths) / len(result.lengths)}))  # fmt: skip
     print(f"return {result.mean:.1f} +- {result.std:.1f} over {len(result.returns)} episodes"

@@ -29,6 +29,7 @@ from .rl.tree import tree_map
 __all__ = ["Evaluation", "evaluate", "load_policy", "saved_normalizer"]
 
 MAX_VIDEO_FRAMES = 1_000
+"""The default cap on recorded frames (``video_frames``)."""
 
 
 @dataclass(frozen=True)
@@ -130,10 +131,14 @@ def evaluate(
     seed: int = 10_000,
     video: str | os.PathLike[str] | None = None,
     fps: int = 30,
+    video_frames: int = MAX_VIDEO_FRAMES,
 ) -> Evaluation:
-    """Run ``episodes`` greedy episodes; with ``video``, record the first one (up to 1,000 frames)."""
+    """Run ``episodes`` greedy episodes; with ``video``, record the first one (up to ``video_frames``
+    frames). An Atari checkpoint plays whole games with real rewards, recorded as the real RGB screen."""
     if episodes < 1:
         raise ConfigError(f"--episodes must be >= 1, not {episodes}")
+    if video_frames < 1:
+        raise ConfigError(f"--video-frames must be >= 1, not {video_frames}")
     algo, policy = load_policy(checkpoint)
     normalizer = saved_normalizer(algo)
     if video is not None:
@@ -157,7 +162,7 @@ def evaluate(
                 policy.reset_state()
             total, steps, done = 0.0, 0, False
             while not done:
-                if video is not None and episode == 0 and len(frames) < MAX_VIDEO_FRAMES:
+                if video is not None and episode == 0 and len(frames) < video_frames:
                     try:
                         frames.append(np.asarray(env.render()))
                     except gym.error.DependencyNotInstalled as exc:

@@ -27,7 +27,7 @@ import torch
 from ..actors import ActorHandle, Runtime, open_runtime
 from ..errors import CheckpointError, ConfigError
 from ..flow._context import FlowContext, _current
-from ..flow.train import _off_loop
+from ..flow.train import _off_loop, set_learner_threads
 from ..rl.action_mask import has_action_mask
 from ..rl.actor_critic import ActorCriticPolicy
 from ..rl.async_worker import AsyncRolloutWorker
@@ -267,6 +267,7 @@ class Algorithm:
         self.learner = self.make_learner()
         for learner in self.learners():
             check_learner(learner, f"{type(self).__name__}.make_learner()")
+        set_learner_threads(c.learner_torch_threads or learner_threads(self.learners()))
         handles = await asyncio.gather(*spawns)
         self.workers = WorkerSet(
             handles, sample_timeout_s=c.sample_timeout_s, env=f"env {env_name(c.env)!r}", share=runtime.share,
@@ -462,3 +463,15 @@ class Algorithm:
             self._plan = self.execution_plan(self.workers, self.learner, self.config)
         async for result in self._plan:
             yield self._with_evaluation(result)
+
+
+def learner_threads(learners: list[Any]) -> int:
+    """One torch thread for the learner, or every core (up to 8) where a model convolves."""
+    models = [getattr(learner, "model", None) for learner in learners]
+    convolves = any(
+        isinstance(module, torch.nn.Conv1d | torch.nn.Conv2d | torch.nn.Conv3d)
+        for model in models
+        if isinstance(model, torch.nn.Module)
+        for module in model.modules()
+    )
+    return min(len(os.sched_getaffinity(0)), 8) if convolves else 1

@@ -138,6 +138,9 @@ class AlgorithmConfig:
     class or factory ``(observation_space, action_space) -> nn.Module`` that honours the
     algorithm's protocol (``asyncflow.rl.models``). In a config file: a mapping of ModelConfig
     fields, or ``"module:name"``."""
+    learner_torch_threads: int | None = field(None, min=1)
+    """Torch threads of the learner's SGD steps; None: one for models without convolutions (their
+    small steps run faster on one), all of this machine's cores (up to 8) for a CNN."""
     learner_device: str = "cpu"
     """Where the learner trains: "auto" (cuda, then mps, then cpu), "cpu", "cuda", "cuda:N", "mps"."""
     worker_device: str = "cpu"

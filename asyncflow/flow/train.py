@@ -21,25 +21,39 @@ from .rollouts import GradientsItem
 
 R = TypeVar("R")
 
-# One learner thread, with one torch thread. Measured on the 2-core dev VM
-# (64x64 MLP, 256-row PPO minibatches): ~3 ms per SGD step this way, 8-9 ms
-# with torch's default two threads called from a non-main thread (OpenMP gives
-# each calling thread its own team), and asyncio.to_thread's rotating pool
-# threads pay that set-up again and again.
+# One learner thread, by default with one torch thread. Measured on the 2-core
+# dev VM (64x64 MLP, 256-row PPO minibatches): ~3 ms per SGD step this way,
+# 8-9 ms with torch's default two threads called from a non-main thread (OpenMP
+# gives each calling thread its own team), and asyncio.to_thread's rotating pool
+# threads pay that set-up again and again. A convolutional model is the other
+# way round (Nature CNN, 4 epochs of 256-row minibatches of 1,024 Atari frames:
+# 4.1 s with one thread, 2.6 s with two), so ``set_learner_threads`` is told
+# what the model needs (``Algorithm``: ``learner_torch_threads``).
 _learner_thread: ThreadPoolExecutor | None = None
+_learner_threads = 1
 
 
-def _init_learner_thread() -> None:
+def set_learner_threads(n: int) -> None:
+    """The torch threads the learner thread computes with from its next step on."""
+    global _learner_threads
+    _learner_threads = max(1, int(n))
+
+
+def _in_learner_thread(fn: Callable[..., R], *args: object) -> R:
     import torch
 
-    torch.set_num_threads(1)
+    if torch.get_num_threads() != _learner_threads:
+        torch.set_num_threads(_learner_threads)
+    return fn(*args)
 
 
 async def _off_loop(fn: Callable[..., R], *args: object) -> R:
     global _learner_thread
     if _learner_thread is None:
-        _learner_thread = ThreadPoolExecutor(1, "asyncflow-learner", _init_learner_thread)
-    future = asyncio.get_running_loop().run_in_executor(_learner_thread, functools.partial(fn, *args))
+        _learner_thread = ThreadPoolExecutor(1, "asyncflow-learner")
+    future = asyncio.get_running_loop().run_in_executor(
+        _learner_thread, functools.partial(_in_learner_thread, fn, *args)
+    )
     try:
         return await asyncio.shield(future)
     except asyncio.CancelledError:

@@ -40,6 +40,10 @@ that a small game is about: PPO on the tests' 16x16 Catch was stuck at a return 
 300k steps with it, and solved the game in 18k steps without it."""
 
 
+CHANNELS_LAST_ROWS = 32
+"""Batches of at least this many rows with gradients go through the CNN channels-last."""
+
+
 class Encoder(nn.Module):
     """Maps a batch of observations to ``(B, out_dim)`` float features."""
 
@@ -124,7 +128,12 @@ class CNNEncoder(Encoder):
             x = x.unsqueeze(1)
         elif self.channels_last:
             x = x.permute(0, 3, 1, 2)
-        return self.convs(x.float() * self.scale)  # type: ignore[no-any-return]
+        x = x.float().mul_(self.scale) if x.dtype == torch.uint8 else x.float() * self.scale  # a new tensor: in place
+        if torch.is_grad_enabled() and x.shape[0] >= CHANNELS_LAST_ROWS:
+            # Training: channels-last convolutions (oneDNN's layout) took a Nature CNN step of 256 Atari
+            # frames from 135 to 93 ms on the 2-core VM; a worker's few rows of inference run faster without.
+            x = x.contiguous(memory_format=torch.channels_last)
+        return self.convs(x)  # type: ignore[no-any-return]
 
 
 class Concat(Encoder):
