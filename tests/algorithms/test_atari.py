@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from asyncflow import ConfigError
 from asyncflow.algorithms import DQN, IMPALA, PPO, DQNConfig, IMPALAConfig, PPOConfig
 from asyncflow.evaluate import evaluate
 from asyncflow.rl.atari import AtariEnv, take_games
@@ -102,3 +103,10 @@ def test_evaluation_envs_play_whole_games_with_real_rewards() -> None:
         assert score == total and score <= -15  # random play loses by most of Pong's 21 points
     finally:
         env.close()
+
+
+def test_an_unknown_game_fails_before_any_process_starts() -> None:
+    with pytest.raises(ConfigError, match="NoSuchGame"):
+        PPO(PPOConfig(env="ALE/NoSuchGame-v5"))  # the constructor builds the env once, in the driver
+    with pytest.raises(ConfigError, match="atari_screen_size"):
+        PPOConfig(env=PONG, atari_screen_size=20)  # smaller than the CNN's 36
