@@ -110,3 +110,13 @@ def test_an_unknown_game_fails_before_any_process_starts() -> None:
         PPO(PPOConfig(env="ALE/NoSuchGame-v5"))  # the constructor builds the env once, in the driver
     with pytest.raises(ConfigError, match="atari_screen_size"):
         PPOConfig(env=PONG, atari_screen_size=20)  # smaller than the CNN's 36
+
+
+@pytest.mark.parametrize("name", ["ppo", "impala", "appo", "dqn", "apex"])
+def test_the_shipped_atari_configs_load(name: str) -> None:
+    from asyncflow.algorithms import ALGORITHMS
+    from asyncflow.config_file import load_config_file
+
+    path = Path(__file__).resolve().parents[2] / "examples" / "atari" / f"{name}.yaml"
+    config = ALGORITHMS[name].config_class(**load_config_file(path))
+    assert isinstance(config.worker_env(), AtariEnv) and config.hidden == (512,)
