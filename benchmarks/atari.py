@@ -95,6 +95,16 @@ async def asyncflow_rollouts(game: str, num_envs: int, seconds: float, policy: A
         return steps / elapsed
 
 
+def _random_steps(step: Any, n_actions: int, num_envs: int, seconds: float) -> float:
+    """Env steps/s of ``step(actions)`` on ``num_envs`` envs with uniformly random actions."""
+    rng = np.random.default_rng(0)
+    steps, start = 0, time.perf_counter()
+    while time.perf_counter() - start < seconds:
+        step(rng.integers(0, n_actions, num_envs))
+        steps += num_envs
+    return steps / (time.perf_counter() - start)
+
+
 def envpool_rate(game: str, num_envs: int, seconds: float) -> float | None:
     try:
         import envpool
@@ -103,31 +113,18 @@ def envpool_rate(game: str, num_envs: int, seconds: float) -> float | None:
     env = envpool.make(f"{game}-v5", env_type="gymnasium", num_envs=num_envs, num_threads=2, seed=0,
                        repeat_action_probability=0.25, episodic_life=True, reward_clip=True,
                        use_fire_reset=False, noop_max=30, frame_skip=4, stack_num=4)  # fmt: skip
-    env.reset()
-    n = env.action_space.n
-    rng = np.random.default_rng(0)
-    steps, start = 0, time.perf_counter()
-    while time.perf_counter() - start < seconds:
-        env.step(rng.integers(0, n, num_envs))
-        steps += num_envs
-    rate = steps / (time.perf_counter() - start)
-    env.close()
-    return rate
-
-
-def _step_loop(envs: Any, num_envs: int, seconds: float) -> float:
-    envs.reset()
-    steps, start = 0, time.perf_counter()
-    while time.perf_counter() - start < seconds:
-        envs.step(envs.action_space.sample())
-        steps += num_envs
-    return steps / (time.perf_counter() - start)
+    try:
+        env.reset()
+        return _random_steps(env.step, env.action_space.n, num_envs, seconds)
+    finally:
+        env.close()
 
 
 def async_vector_rate(game: str, num_envs: int, seconds: float) -> float:
     envs = gym.vector.AsyncVectorEnv([_env(game)] * num_envs, context="forkserver", shared_memory=True)
     try:
-        return _step_loop(envs, num_envs, seconds)
+        envs.reset(seed=0)
+        return _random_steps(envs.step, int(envs.single_action_space.n), num_envs, seconds)  # type: ignore[attr-defined]
     finally:
         envs.close()
 
@@ -140,13 +137,7 @@ def subproc_rate(game: str, num_envs: int, seconds: float) -> float | None:
     envs = SubprocVecEnv([_env(game)] * num_envs, start_method="forkserver")
     try:
         envs.reset()
-        n = envs.action_space.n  # type: ignore[attr-defined]
-        rng = np.random.default_rng(0)
-        steps, start = 0, time.perf_counter()
-        while time.perf_counter() - start < seconds:
-            envs.step(rng.integers(0, n, num_envs))
-            steps += num_envs
-        return steps / (time.perf_counter() - start)
+        return _random_steps(envs.step, envs.action_space.n, num_envs, seconds)  # type: ignore[attr-defined]
     finally:
         envs.close()
 
