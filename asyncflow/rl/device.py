@@ -57,7 +57,8 @@ def to_tensors(tree: Tree, device: torch.device) -> Tree:
     def convert(x: Any) -> Any:
         if isinstance(x, np.ndarray) and x.dtype == object:
             return x
-        t = torch.as_tensor(x)
+        t = torch.as_tensor(x)  # a view of a strided step of a worker's buffer is made contiguous
+        t = t if t.is_contiguous() else t.contiguous()
         return t if device.type == "cpu" else t.to(device, non_blocking=True)
 
     return tree_map(convert, tree)

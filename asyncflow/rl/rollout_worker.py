@@ -89,6 +89,18 @@ def check_segment_finite(check: EnvChecker, seg: Segment, first: np.ndarray) -> 
         check.finite(obs, 0.0, lane, int(first[lane]) + t + 1)
 
 
+def _lane_major_zeros(space: gym.Space[Any], steps: int, n: int) -> Any:
+    """Zeros indexed ``[t, lane]`` whose memory is lane-major, each lane's steps contiguous:
+    the batch's columns (``lane_major``) are then views of them, not copies. An observation
+    is copied from the env into this buffer, and next into the ring, and no more."""
+    return tree_map(lambda a: a.swapaxes(0, 1), tree_zeros(space, (n, steps)))
+
+
+def _row(tree: Any, t: int) -> Any:
+    """Step ``t`` of a ``(T, k, ...)`` tree: views, one per leaf."""
+    return tree[t] if isinstance(tree, np.ndarray) else tree_map(lambda a: a[t], tree)
+
+
 class RolloutWorker(PolicyDelegation):
     """Environments plus a policy: ``sample()`` returns one postprocessed ``SampleBatch``.
 
@@ -168,12 +180,13 @@ class RolloutWorker(PolicyDelegation):
         obs_buf, next_buf, rewards, dones, terminateds, logps, values, eps = self._buffers(steps, n)
         actions: list[np.ndarray] = []
         truncations: list[tuple[int, int, Any]] = []
+        tree_assign(obs_buf, 0, self.obs)
         for t in range(steps):
-            tree_assign(obs_buf, t, self.obs)
             eps[t] = book.ids
-            action, logps[t], values[t] = policy.compute_actions(self.obs)
+            action, logps[t], values[t] = policy.compute_actions(_row(obs_buf, t))
             actions.append(action)
             env_action = policy.env_actions(action)
+            into = _row(obs_buf, t + 1) if t + 1 < steps else self.obs  # each observation is copied once
             ended: list[int] = []
             for i, env in enumerate(self.envs):
                 next_obs, reward, terminated, truncated, _ = env.step(env_action[i])
@@ -193,7 +206,7 @@ class RolloutWorker(PolicyDelegation):
                     next_obs, _ = env.reset()
                     if check is not None:
                         check.observation(next_obs, i, int(first[i]) + t + 1)
-                tree_assign(self.obs, i, next_obs)
+                tree_assign(into, i, next_obs)
             book.add(rewards[t])
             for i in ended:
                 book.end(i)
@@ -207,11 +220,12 @@ class RolloutWorker(PolicyDelegation):
 
     def _buffers(self, steps: int, n: int) -> tuple[Any, ...]:
         """One sample's arrays, ``(steps, n, ...)``: observations, next observations (or None),
-        rewards, dones, terminateds, log-probs, values, episode ids."""
+        rewards, dones, terminateds, log-probs, values, episode ids. The observations lie
+        lane-major in memory (``_lane_major_zeros``)."""
         space = self.observation_space
-        next_buf = tree_zeros(space, (steps, n)) if self.postprocessing.keeps_next_obs else None
+        next_buf = _lane_major_zeros(space, steps, n) if self.postprocessing.keeps_next_obs else None
         kinds = (np.float32, bool, bool, np.float32, np.float32, np.int64)
-        return (tree_zeros(space, (steps, n)), next_buf, *(np.zeros((steps, n), k) for k in kinds))
+        return (_lane_major_zeros(space, steps, n), next_buf, *(np.zeros((steps, n), k) for k in kinds))
 
     def _sample_vector(self, vector: gym.vector.VectorEnv[Any, Any, Any]) -> SampleBatch:
         """``sample()`` for a vector env: one ``step`` per time step, every lane at once."""
