@@ -2,7 +2,8 @@
 identical preprocessing everywhere, side by side in one run:
 
   - one process stepping the envs in a loop (twice that is this machine's raw limit);
-  - asyncflow ``parallel_rollouts`` on 2 worker processes, random actions;
+  - asyncflow ``parallel_rollouts`` on 2 worker processes, random actions, bulk-sync (PPO's
+    plan) and async with 2 requests in flight per worker (IMPALA's, APPO's and Ape-X's);
   - the same with the Nature CNN policy (batched over each worker's envs);
   - EnvPool (a C++ thread pool, 2 threads);
   - gymnasium ``AsyncVectorEnv(shared_memory=True)``;
@@ -30,7 +31,7 @@ import statistics
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import gymnasium as gym
 import numpy as np
@@ -70,7 +71,12 @@ def one_process(game: str, num_envs: int, seconds: float) -> float:
     return rate
 
 
-async def asyncflow_rollouts(game: str, num_envs: int, seconds: float, policy: Any) -> float:
+async def asyncflow_rollouts(
+    game: str, num_envs: int, seconds: float, policy: Any, mode: Literal["bulk_sync", "async"] = "bulk_sync"
+) -> float:
+    """``parallel_rollouts`` on 2 workers: ``bulk_sync`` (PPO's plan: one round asks both
+    workers, then waits for both) or ``async`` with 2 requests in flight per worker (the
+    plan of IMPALA, APPO and Ape-X: a worker never waits for the other, nor for the driver)."""
     async with asyncflow.open_runtime() as rt:
         handles = await asyncio.gather(
             *(
@@ -85,7 +91,7 @@ async def asyncflow_rollouts(game: str, num_envs: int, seconds: float, policy: A
                 for i in (1, 2)
             )
         )
-        rollouts = parallel_rollouts(WorkerSet(handles), "bulk_sync", ctx=FlowContext())
+        rollouts = parallel_rollouts(WorkerSet(handles), mode, num_async=2, ctx=FlowContext())
         await anext(rollouts)  # warm-up round
         steps, start = 0, time.perf_counter()
         while time.perf_counter() - start < seconds:
@@ -182,6 +188,7 @@ def main() -> None:
             measured = {
                 "1 process": one_process(game, total, args.seconds),
                 "asyncflow": asyncio.run(asyncflow_rollouts(game, n, args.seconds, RandomPolicy)),
+                "asyncflow async": asyncio.run(asyncflow_rollouts(game, n, args.seconds, RandomPolicy, "async")),
                 "asyncflow CNN": asyncio.run(asyncflow_rollouts(game, n, args.seconds, None)),
                 "EnvPool": envpool_rate(game, total, args.seconds),
                 "AsyncVectorEnv": async_vector_rate(game, total, args.seconds),
@@ -191,10 +198,11 @@ def main() -> None:
                 if rate is not None:
                     runs.setdefault(name, []).append(rate)
         med = {name: statistics.median(r) for name, r in runs.items()}
-        ours = med["asyncflow"]
-        rows = [[name, rate, ratio(ours, rate)] for name, rate in med.items()]
-        print_table(f"ALE/{game}-v5: env steps/s, median of {args.repeats} (ratio: asyncflow random / row)",
-                    ["system", "env steps/s", "asyncflow / row"], rows)  # fmt: skip
+        ours, ours_async = med["asyncflow"], med["asyncflow async"]
+        rows = [[name, rate, ratio(ours, rate), ratio(ours_async, rate)] for name, rate in med.items()]
+        print_table(f"ALE/{game}-v5: env steps/s, median of {args.repeats} (ratios: asyncflow random, "
+                    "bulk-sync and async rollouts, / row)",
+                    ["system", "env steps/s", "bulk-sync / row", "async / row"], rows)  # fmt: skip
 
     game = args.games[0]
     rows = []

@@ -115,6 +115,7 @@ def _register_ale() -> None:
         import ale_py
     except ImportError as exc:
         raise ConfigError("env: ALE ids need ale-py: pip install 'asyncflow[atari]'") from exc
+    ale_py.ALEInterface.setLoggerMode(ale_py.LoggerMode.Warning)  # not its banner once per env made
     gym.register_envs(ale_py)
 
 
