@@ -86,6 +86,20 @@ def _plasma() -> tuple[float, int]:
     return float(match.group(1)), int(match.group(2))
 
 
+async def _plasma_settled() -> tuple[float, int]:
+    """``_plasma`` once objects already released have left the store: Ray frees them in
+    batches (``free_objects_period_milliseconds``, 1 s), so a release from an earlier test
+    can land between two readings and cancel a put out of the difference."""
+    last = _plasma()
+    for _ in range(20):
+        await asyncio.sleep(1.2)
+        now = _plasma()
+        if now == last:
+            return now
+        last = now
+    raise AssertionError(f"Ray's object store did not settle: {last}")
+
+
 class Keeper:
     """Keeps the last weights it was sent (a worker's ``set_weights``), so their memory stays in use."""
 
@@ -104,7 +118,7 @@ async def test_a_broadcast_puts_the_weights_into_the_object_store_once() -> None
     weights = FlatWeights(np.ones(size_mib << 18, np.float32), 1)  # 32 MiB
     async with asyncflow.open_runtime("ray") as rt:
         keepers = [await rt.spawn(Keeper) for _ in range(4)]
-        before, _ = _plasma()
+        before, _ = await _plasma_settled()
         await WorkerSet(keepers, share=rt.share).broadcast(weights)
         assert [await k.total() for k in keepers] == [float(size_mib << 18)] * 4
         shared, _ = _plasma()
