@@ -196,7 +196,15 @@ def main() -> None:
         if needs is not None and not _installed(needs):
             totals.append([f"{name} (not installed)", None, None, None])
             continue
-        rows = sorted(measure(script), key=lambda r: (r[0] != "driver", r[0], r[1]))
+        try:
+            rows = sorted(measure(script), key=lambda r: (r[0] != "driver", r[0], r[1]))
+        except RuntimeError as exc:  # a peer installed without what it imports (RLlib without ray[tune])
+            if needs is None:
+                raise
+            reason = str(exc).strip().splitlines()[-1]
+            print(f"# {name} did not start: {reason}")
+            totals.append([f"{name} (did not start)", None, None, None])
+            continue
         print_table(f"{name}: per process (MB)", ["process", "pid", "PSS", "RSS"], [list(r) for r in rows])
         procs = [r for r in rows if r[1]]
         totals.append([name, len(procs), sum(r[2] for r in procs), sum(r[3] for r in procs)])

@@ -137,9 +137,19 @@ def main() -> None:
     systems = [("python -c 'import torch'", _TORCH, None), ("asyncflow PPO", _ASYNCFLOW, None),
                ("stable-baselines3 PPO", _SB3, "stable_baselines3"), ("RLlib PPO", _RLLIB, "ray.rllib")]  # fmt: skip
     results: dict[str, dict[str, float] | None] = {}
+    missing: dict[str, str] = {}
     for name, script, needs in systems:
-        results[name] = median_marks(script, args.repeats) if needs is None or _installed(needs) else None
-    header = ["phase (s from launch)", *(n if r is not None else f"{n} (not installed)" for n, r in results.items())]
+        if needs is not None and not _installed(needs):
+            results[name], missing[name] = None, "not installed"
+            continue
+        try:
+            results[name] = median_marks(script, args.repeats)
+        except RuntimeError as exc:  # a peer installed without what it imports (RLlib without ray[tune])
+            if needs is None:
+                raise
+            print(f"# {name} did not start: {str(exc).strip().splitlines()[-1]}")
+            results[name], missing[name] = None, "did not start"
+    header = ["phase (s from launch)", *(f"{n} ({missing[n]})" if n in missing else n for n in results)]
     extra = [k for r in results.values() if r for k in r if k not in PHASES]
     rows = [[phase, *((r or {}).get(phase) for r in results.values())] for phase in PHASES + list(dict.fromkeys(extra))]
     print_table("start-up phases", header, rows)
