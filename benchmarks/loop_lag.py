@@ -5,11 +5,12 @@ Rows (each run in its own fresh process, one after another):
 
 - idle: the heartbeat alone (the floor of this machine);
 - asyncflow PPO: ``PPO(...).train()`` iterated in the loop (2 worker processes,
-  the learner in its thread);
+  the learner in its thread), with the workers at the default niceness (15) and
+  at the driver's own (``worker_niceness=0``);
 - SB3 PPO in a thread: the usual way to embed a synchronous trainer,
   ``await asyncio.to_thread(model.learn, ...)`` (when stable-baselines3 is installed).
 
-Target: p99 under 20 ms for asyncflow.
+Target: p99 at most 1.5 ms and max under 10 ms for asyncflow.
 
     python benchmarks/loop_lag.py [--seconds 15]
 """
@@ -42,9 +43,10 @@ _RUN = textwrap.dedent(
     async def work(kind, seconds):
         if kind == "idle":
             await asyncio.sleep(seconds)
-        elif kind == "asyncflow":
+        elif kind.startswith("asyncflow"):
             from asyncflow.algorithms import PPO, PPOConfig
-            async with PPO(PPOConfig(env="CartPole-v1", num_workers=2, seed=0)) as algo:
+            nice = {"worker_niceness": 0} if kind == "asyncflow-nice0" else {}
+            async with PPO(PPOConfig(env="CartPole-v1", num_workers=2, seed=0, **nice)) as algo:
                 start = time.perf_counter()
                 async for result in algo.train():
                     if time.perf_counter() - start >= seconds:
@@ -88,6 +90,7 @@ def main() -> None:
     rows = []
     results = {}
     for kind, name in [("idle", "idle loop"), ("asyncflow", "asyncflow PPO, 2 workers"),
+                       ("asyncflow-nice0", "asyncflow PPO, 2 workers, worker_niceness=0"),
                        ("sb3", "SB3 PPO in asyncio.to_thread")]:  # fmt: skip
         r = run(kind, args.seconds)
         results[kind] = r
@@ -95,8 +98,8 @@ def main() -> None:
     print_table("lag per heartbeat, ms", ["run", "beats", "p50", "p99", "max"], rows)
     ours, theirs = results["asyncflow"], results.get("sb3")
     if ours is not None:
-        verdict = "meets" if ours["p99"] < 20 else "misses"
-        print(f"asyncflow p99 {ours['p99']:.2f} ms: {verdict} the 20 ms target")
+        verdict = "meets" if ours["p99"] <= 1.5 and ours["max"] < 10 else "misses"
+        print(f"asyncflow p99 {ours['p99']:.2f} ms, max {ours['max']:.1f} ms: {verdict} p99 <= 1.5, max < 10")
     if ours is not None and theirs is not None:
         p99, top = ours["p99"] / theirs["p99"], ours["max"] / theirs["max"]
         print(f"asyncflow / SB3-in-a-thread (lower is better): p99 {p99:.1f}x, max {top:.1f}x")

@@ -40,6 +40,7 @@ __all__ = ["ProcessOptions", "ProcessTransport"]
 class ProcessOptions:
     start_method: str = "forkserver"
     torch_threads: int | None = 1
+    niceness: int = 15
     ring_bytes: int = 8 << 20
     stop_timeout: float = 2.0
 
@@ -102,6 +103,7 @@ class ProcessTransport:
             InheritedBell(own),
             self._payload,
             opts.torch_threads,
+            opts.niceness,
         )
         process = self._process = _make_process(opts.start_method, boot, f"asyncflow:{self.name}")
         self._ready = loop.create_future()

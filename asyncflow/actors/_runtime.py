@@ -89,6 +89,7 @@ class Runtime:
         start_method: str = "forkserver",
         preload: Sequence[str] | None = None,
         torch_threads: int | None = 1,
+        niceness: int = 15,
         ring_bytes: int = 8 << 20,
         stop_timeout: float = 2.0,
         address: str | None = None,
@@ -102,10 +103,14 @@ class Runtime:
             raise ConfigError(f"address and ray_init are options of backend='ray', not of {backend!r}")
         if start_method not in ("forkserver", "spawn"):
             raise ConfigError(f"start_method must be 'forkserver' or 'spawn', not {start_method!r}")
+        if isinstance(niceness, bool) or not isinstance(niceness, int) or not 0 <= niceness <= 19:
+            raise ConfigError(f"niceness must be an int from 0 to 19, not {niceness!r}")
         if ring_bytes < 4096:
             raise ConfigError(f"ring_bytes must be at least 4096, not {ring_bytes}")
         self.backend = backend
-        self._options = ProcessOptions(start_method, torch_threads, ring_bytes, stop_timeout)
+        self._options = ProcessOptions(
+            start_method, torch_threads, niceness=niceness, ring_bytes=ring_bytes, stop_timeout=stop_timeout
+        )
         self._address, self._ray_init = address, ray_init
         self._on_ray = False  # attached to Ray (released at close)
         self._preload = preload_with_quick_exit(default_preload() if preload is None else preload)
@@ -389,7 +394,9 @@ async def open_runtime(backend: Backend = "process", **options: Any) -> AsyncIte
     ``"local"`` (objects in this process, for debugging and exact replay).
     Options: ``start_method`` ("forkserver" or "spawn"), ``preload`` (modules
     the fork server imports), ``torch_threads`` (per actor; None leaves torch
-    alone), ``ring_bytes`` (size of each shared-memory ring), ``stop_timeout``.
+    alone), ``niceness`` (0-19, default 15 as Ray's workers: actor processes
+    yield the CPU to the driver, whose loop stays responsive), ``ring_bytes``
+    (size of each shared-memory ring), ``stop_timeout``.
     """
     runtime = Runtime(backend, **options)
     async with runtime:

@@ -259,7 +259,11 @@ class Algorithm:
     async def _start(self) -> None:
         c = self.config
         backend = c.backend if c.num_workers > 0 else "local"
-        options = {"address": c.address} if backend == "ray" else {}
+        options: dict[str, Any] = {}
+        if backend == "ray":
+            options["address"] = c.address
+        elif backend == "process":
+            options["niceness"] = c.worker_niceness
         runtime = await self._stack.enter_async_context(open_runtime(backend, **options))  # type: ignore[arg-type]
         self.runtime = runtime
         runtime.check_fits(max(c.num_workers, 1), num_cpus=c.num_cpus_per_worker, num_gpus=c.num_gpus_per_worker)

@@ -117,6 +117,10 @@ class AlgorithmConfig:
     """backend="ray": CPUs each rollout worker reserves on the cluster."""
     num_gpus_per_worker: float = field(0.0, min=0)
     """backend="ray": GPUs each rollout worker reserves (fractions share one GPU)."""
+    worker_niceness: int = field(15, min=0, max=19)
+    """backend="process": the nice value of the actor processes (Ray's workers run at 15 too), so
+    that CPU-bound workers yield to the driver, whose event loop then answers in time; 0 runs them
+    at the driver's priority."""
     num_envs_per_worker: int = field(8, min=1)
     """Sub-environments stepped by each worker, with one batched forward pass."""
     rollout_fragment_length: int = field(64, min=1)

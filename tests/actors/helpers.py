@@ -58,6 +58,9 @@ class Counter:
     def getpid(self) -> int:
         return os.getpid()
 
+    def niceness(self) -> int:
+        return os.nice(0)
+
     def fail(self, message: str) -> None:
         raise ValueError(message)
 

@@ -83,3 +83,6 @@ def test_bad_runtime_options_fail_before_anything_starts() -> None:
         asyncflow.Runtime("threads")  # type: ignore[arg-type]
     with pytest.raises(ConfigError, match="ring_bytes"):
         asyncflow.Runtime(ring_bytes=10)
+    for niceness in (-1, 20, 1.5, True):
+        with pytest.raises(ConfigError, match="niceness"):
+            asyncflow.Runtime(niceness=niceness)  # type: ignore[arg-type]

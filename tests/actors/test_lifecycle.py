@@ -33,6 +33,15 @@ def _gone(pid: int) -> bool:
         return True
 
 
+async def test_actor_processes_run_at_the_runtimes_niceness() -> None:
+    own = os.nice(0)
+    for options, expected in [({}, 15), ({"niceness": 0}, 0), ({"niceness": 19}, 19)]:
+        async with asyncflow.open_runtime(**options) as rt:
+            actor = await rt.spawn(Counter)
+            assert await actor.niceness() == max(expected, own)  # never above the driver's priority
+    assert os.nice(0) == own
+
+
 async def test_kill_9_fails_every_pending_call(remote_runtime: asyncflow.Runtime) -> None:
     c = await remote_runtime.spawn(Counter)
     pending = [asyncio.ensure_future(c.slow_add(1, 30.0)) for _ in range(20)]

@@ -48,6 +48,18 @@ def test_bad_config_names_the_field(fields: dict[str, object], message: str) -> 
         PPOConfig(**fields)  # type: ignore[arg-type]
 
 
+async def test_workers_run_at_the_configured_niceness() -> None:
+    """Rollout workers are batch work: by default they yield the CPU to the driver (nice 15)."""
+    own = os.nice(0)
+    for fields, expected in [({}, 15), ({"worker_niceness": 4}, 4)]:
+        config = PPOConfig(num_workers=2, num_envs_per_worker=1, rollout_fragment_length=8, **fields)
+        async with PPO(config) as algo:
+            pids = [w.pid for w in algo.workers.workers]
+            assert all(p not in (None, os.getpid()) for p in pids)
+            assert [os.getpriority(os.PRIO_PROCESS, p) for p in pids] == [max(expected, own)] * 2  # type: ignore[arg-type]
+    assert os.nice(0) == own  # the driver itself is left alone
+
+
 def test_microbatch_must_fit_the_batch() -> None:
     with pytest.raises(ConfigError, match="microbatch_size"):
         A2CConfig(train_batch_size=100, microbatch_size=200)
