@@ -36,7 +36,6 @@ __all__ = [
     "InheritedBell",
     "close_actor_object",
     "limit_threads",
-    "lower_priority",
     "main",
     "method_table",
 ]
@@ -68,7 +67,7 @@ class Bootstrap:
     driver_bell: Any
     payload: bytes  # cloudpickle of (factory, args, kwargs)
     torch_threads: int | None
-    niceness: int = 0
+    niceness: int
 
 
 def method_table(obj: object) -> dict[str, bool]:
@@ -144,7 +143,7 @@ def lower_priority(niceness: int) -> None:
     at the driver's own priority, two CPU-bound workers on two cores keep the
     loop waiting for a core on every wake-up (p99 heartbeat lag 3.8 ms with PPO
     on CartPole here, 1.2-1.4 ms at niceness 19; ``benchmarks/loop_lag.py``).
-    Ray starts its workers at niceness 15 for the same reason."""
+    Ray's workers run at niceness 15 too."""
     now = os.nice(0)
     if niceness > now:
         os.nice(niceness - now)
