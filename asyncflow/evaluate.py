@@ -47,10 +47,12 @@ class Evaluation:
         return float(np.std(self.returns))
 
 
-def load_policy(checkpoint: str | os.PathLike[str]) -> tuple[Algorithm, WorkerPolicy]:
+def load_policy(checkpoint: str | os.PathLike[str], *, torch_model: bool = False) -> tuple[Algorithm, WorkerPolicy]:
     """The algorithm (not started) and its worker policy carrying the saved learner weights,
-    on the CPU whatever device it trained on."""
-    algo = Algorithm.restore(checkpoint, learner_device="cpu", worker_device="cpu")
+    on the CPU whatever device it trained on. ``torch_model``: a policy holding its torch
+    model (what an export traces), even where the workers infer in numpy."""
+    inference = {"worker_inference": "torch"} if torch_model else {}
+    algo = Algorithm.restore(checkpoint, learner_device="cpu", worker_device="cpu", **inference)
     if not hasattr(algo, "action_space"):
         raise ConfigError(f"evaluate: {algo.name} is a multi-agent algorithm; evaluate single-agent checkpoints")
     return algo, algo.policy_from_checkpoint()

@@ -189,7 +189,7 @@ def export_policy(checkpoint: str | os.PathLike[str], out: str | os.PathLike[str
     """Write the checkpoint's greedy policy to ``out`` (TorchScript, or ONNX); returns the path."""
     if fmt not in ("torchscript", "onnx"):
         raise ConfigError(f"--format must be 'torchscript' or 'onnx', not {fmt!r}")
-    algo, policy = load_policy(checkpoint)
+    algo, policy = load_policy(checkpoint, torch_model=True)
     example = example_batch(algo.observation_space)
     module = greedy_module(policy, algo.action_space)
     normalizer = saved_normalizer(algo)

@@ -36,7 +36,15 @@ from ._ring import sweep_stale_segments
 from ._serialize import dumps_by_value
 from ._server_exit import imported_by_the_fork_server, preload_with_quick_exit
 
-__all__ = ["Runtime", "RuntimeStatistics", "open_runtime", "start_fork_server", "stop_fork_server"]
+__all__ = [
+    "TORCH_FREE_PRELOAD",
+    "Runtime",
+    "RuntimeStatistics",
+    "open_runtime",
+    "prefer_torch_free_fork_server",
+    "start_fork_server",
+    "stop_fork_server",
+]
 
 Backend = Literal["process", "local", "ray"]
 
@@ -53,6 +61,17 @@ def default_preload() -> list[str]:
     mods = ["asyncflow.actors._worker", "numpy"]
     mods += [m for m in ("torch", "gymnasium", "asyncflow.rl", "asyncflow.algorithms") if _importable(m)]
     return mods
+
+
+TORCH_FREE_PRELOAD = [
+    "asyncflow.actors._worker",
+    "numpy",
+    "gymnasium",
+    "asyncflow.rl.rollout_worker",
+    "asyncflow.rl.evaluation_worker",
+    "asyncflow.rl.numpy_policy",
+]
+"""The fork server's imports for actors that never load torch (``prefer_torch_free_fork_server``)."""
 
 
 def _importable(module: str) -> bool:
@@ -347,10 +366,26 @@ def start_fork_server_early() -> None:
     start_fork_server()
 
 
-def stop_fork_server() -> None:
+def prefer_torch_free_fork_server() -> None:
+    """Restart the fork server with ``TORCH_FREE_PRELOAD`` if it preloads torch and no runtime
+    has used it yet: an algorithm whose workers never import torch calls this once its config
+    is checked. ``import asyncflow.algorithms`` started the server early with torch, not yet
+    knowing the config; its torch image (about 100 MB of the run's PSS) would sit unused.
+    Afterwards an actor that needs torch still runs: it imports torch itself, in 1.5 s or so
+    and its own memory. Nothing happens when a runtime of this process used the server."""
+    if _fork_server_used or _live_runtimes or _fork_server_pid() is None:
+        return  # used; or not started, and the first runtime starts it with its own preload
+    if "torch" not in multiprocessing.forkserver._forkserver._preload_modules:  # type: ignore[attr-defined]
+        return
+    stop_fork_server(keep_tracker=True)
+    start_fork_server(TORCH_FREE_PRELOAD)
+
+
+def stop_fork_server(*, keep_tracker: bool = False) -> None:
     """Stop the fork server, and the resource tracker if it started with it, when no
     runtime of this process has used them: the CLI calls it when the input it started
-    them for is bad, so that the error leaves no process behind."""
+    them for is bad, so that the error leaves no process behind. ``keep_tracker``: the
+    server only, for a restart."""
     global _tracker_started_with_server
     if _fork_server_used or _live_runtimes:
         return
@@ -365,7 +400,7 @@ def stop_fork_server() -> None:
             warmup.join()  # it returns as soon as its connection breaks
         _warmups.clear()
         _stopping_server.clear()
-    if _tracker_started_with_server:
+    if _tracker_started_with_server and not keep_tracker:
         _tracker_started_with_server = False
         multiprocessing.resource_tracker._resource_tracker._stop()  # type: ignore[attr-defined]
 

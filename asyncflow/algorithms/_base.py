@@ -24,7 +24,7 @@ import gymnasium as gym
 import numpy as np
 import torch
 
-from ..actors import ActorHandle, Runtime, open_runtime
+from ..actors import TORCH_FREE_PRELOAD, ActorHandle, Runtime, open_runtime, prefer_torch_free_fork_server
 from ..errors import CheckpointError, ConfigError
 from ..flow._context import FlowContext, _current
 from ..flow.train import _off_loop, set_learner_threads
@@ -37,6 +37,7 @@ from ..rl.evaluation_worker import EvaluationWorker, summarize_episodes
 from ..rl.models import build_model, check_model, model_name
 from ..rl.models.config import ModelConfig
 from ..rl.normalization import NormalizerState, check_normalizable
+from ..rl.numpy_policy import NumpyActorCriticPolicy
 from ..rl.policy import PolicyFactory, WorkerPolicy, check_learner
 from ..rl.recurrent import recurrent_policy
 from ..rl.rollout_worker import RolloutWorker
@@ -45,6 +46,7 @@ from ..rl.state import get_state, set_state
 from ..rl.worker_set import WorkerSet
 from ._checkpoint import read_checkpoint, write_checkpoint
 from ._config import AlgorithmConfig
+from ._inference import worker_numpy_net
 
 __all__ = ["Algorithm", "ResumeWarning"]
 
@@ -67,6 +69,8 @@ class Algorithm:
     policy_class: ClassVar[type[ActorCriticPolicy]] = ActorCriticPolicy
     supports_lstm: ClassVar[bool] = False
     """Whether ``use_lstm`` works with this plan's losses (they read only the observations)."""
+    workers_learn: ClassVar[bool] = False
+    """Whether the workers compute gradients (A3C): then their policy is torch's, never numpy's."""
 
     @staticmethod
     def loss(ac: Any, batch: Any, config: Any) -> Any:  # pragma: no cover - abstract
@@ -92,6 +96,10 @@ class Algorithm:
         self._evaluation: dict[str, Any] | None = None  # the latest finished one
         self.check_normalization()
         self.check_recurrent()
+        self.numpy_net = worker_numpy_net(self)
+        """The network the workers run in numpy (``worker_inference``), or None: torch."""
+        if self.numpy_net is not None and config.backend == "process" and config.num_workers > 0:
+            prefer_torch_free_fork_server()
         if config.evaluation_interval is not None and not hasattr(self, "action_space"):
             raise ConfigError(f"evaluation_interval: {type(self).__name__} is multi-agent; "
                               "evaluation during training is for single-agent algorithms")  # fmt: skip
@@ -211,6 +219,8 @@ class Algorithm:
         """What each worker builds its policy with (a ``PolicyFactory``); by default the
         actor-critic policy with this algorithm's model and loss (A3C's workers compute gradients)."""
         c = self.config
+        if self.numpy_net is not None:
+            return functools.partial(NumpyActorCriticPolicy, net=self.numpy_net)  # type: ignore[return-value]
         return functools.partial(  # type: ignore[return-value]
             self._policy_class(ActorCriticPolicy), model=c.model, hidden=c.hidden, lr=c.lr,
             max_grad_norm=c.max_grad_norm, loss=type(self).loss, loss_config=c, device=c.worker_device,
@@ -264,6 +274,8 @@ class Algorithm:
             options["address"] = c.address
         elif backend == "process":
             options["niceness"] = c.worker_niceness
+            if self.numpy_net is not None:
+                options["preload"] = TORCH_FREE_PRELOAD
         runtime = await self._stack.enter_async_context(open_runtime(backend, **options))  # type: ignore[arg-type]
         self.runtime = runtime
         runtime.check_fits(max(c.num_workers, 1), num_cpus=c.num_cpus_per_worker, num_gpus=c.num_gpus_per_worker)

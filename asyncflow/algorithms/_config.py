@@ -149,6 +149,11 @@ class AlgorithmConfig:
     """Where the learner trains: "auto" (cuda, then mps, then cpu), "cpu", "cuda", "cuda:N", "mps"."""
     worker_device: str = "cpu"
     """Where workers run their policy's inference."""
+    worker_inference: str = "auto"
+    """How actor-critic workers run their policy: "auto" (in numpy for the built-in MLP on ``Box``
+    observations with ``Discrete`` or ``Box`` actions, so that the workers never load torch, and
+    in torch for anything else), "torch", or "numpy" (a ConfigError where numpy cannot run the
+    model). DQN, SAC, TD3 and A3C workers always use torch."""
     max_grad_norm: float | None = field(0.5, min=0, exclusive_min=True)
     """Clip the global gradient norm to this (None: no clipping)."""
     seed: int = field(0, min=0)
@@ -255,6 +260,8 @@ class AlgorithmConfig:
             import_ray()  # a ConfigError naming the extra to install
         elif self.address is not None:
             raise ConfigError(f"address: only for backend='ray' (backend is {self.backend!r})")
+        if self.worker_inference not in ("auto", "torch", "numpy"):
+            raise ConfigError(f"worker_inference: must be 'auto', 'torch' or 'numpy', got {self.worker_inference!r}")
         for name in ("learner_device", "worker_device"):
             resolve_device(getattr(self, name), name)  # a device this machine lacks fails here
 

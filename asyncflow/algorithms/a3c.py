@@ -34,6 +34,7 @@ class A3CConfig(A2CConfig):
 class A3C(Algorithm):
     config_class = A3CConfig
     supports_lstm = True
+    workers_learn = True
     name = "a3c"
     loss = staticmethod(a2c_loss)
 

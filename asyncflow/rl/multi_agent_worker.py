@@ -17,11 +17,11 @@ from typing import Any
 
 import numpy as np
 
+from .attributes import pickle_attributes, unpickle_attributes
 from .env_checks import EnvChecker
 from .multi_agent import ALL, make_multi_agent_env
 from .policy import FlatWeights, PolicyFactory
 from .sample_batch import MultiAgentBatch, SampleBatch, concat_samples
-from .state import pickle_attributes, unpickle_attributes
 from .trajectory import EpisodeBook, Postprocessing, PostprocessMode, Segment, worker_seed
 from .tree import Tree, tree_map, tree_stack
 

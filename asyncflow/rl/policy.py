@@ -3,7 +3,8 @@
 
 A rollout worker holds a ``WorkerPolicy`` built by a ``PolicyFactory``; a
 plan trains a ``Learner`` and broadcasts its ``FlatWeights`` to the workers.
-The actor-critic policy (``actor_critic.py``) is both; DQN, SAC and TD3 have
+This module imports no torch (a worker whose policy is numpy's never
+loads it, ``numpy_policy.py``). The actor-critic policy (``actor_critic.py``) is both; DQN, SAC and TD3 have
 a worker policy and a separate learner (``q_learning.py``, ``continuous.py``).
 ``check_learner`` checks a learner once, in the driver.
 """
@@ -12,17 +13,17 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import gymnasium as gym
 import numpy as np
-import torch
-from torch import nn
 
 from ..errors import ConfigError
-from .device import to_numpy
 from .sample_batch import SampleBatch
 from .tree import Tree
+
+if TYPE_CHECKING:
+    from torch import nn
 
 __all__ = [
     "FlatWeights",
@@ -47,11 +48,18 @@ class FlatWeights:
 
 def flat_weights(module: nn.Module, version: int) -> FlatWeights:
     """``module``'s parameters as one CPU vector (a copy, from any device)."""
+    from torch import nn
+
+    from .device import to_numpy
+
     return FlatWeights(to_numpy(nn.utils.parameters_to_vector(module.parameters())), version)
 
 
 def load_flat_weights(module: nn.Module, vector: np.ndarray) -> None:
     """Load a flat vector into ``module``'s parameters, on whatever device they live."""
+    import torch
+    from torch import nn
+
     device = next(module.parameters()).device
     nn.utils.vector_to_parameters(torch.as_tensor(vector).to(device), module.parameters())
 

@@ -31,12 +31,12 @@ import gymnasium as gym
 import numpy as np
 
 from .atari import take_games
+from .attributes import pickle_attributes, unpickle_attributes
 from .env import EnvSpec, make_env, make_vector_env
 from .env_checks import EnvChecker
 from .normalization import NormalizeObservation, NormalizerState, WorkerNormalizer, check_normalizable
 from .policy import FlatWeights, PolicyFactory, StatefulPolicy
 from .sample_batch import DONES, SampleBatch
-from .state import pickle_attributes, unpickle_attributes
 from .trajectory import EpisodeBook, Postprocessing, PostprocessMode, Segment, drop_rows, lane_major, worker_seed
 from .tree import tree_assign, tree_map, tree_zeros
 

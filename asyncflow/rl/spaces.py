@@ -28,6 +28,7 @@ import numpy as np
 from ..errors import ConfigError
 
 __all__ = [
+    "env_actions",
     "ARRAY_LEAVES",
     "Family",
     "check_action_space",
@@ -92,3 +93,15 @@ def check_action_space(space: gym.Space[Any], family: Family, algorithm: str, fi
         bounded = np.all(np.isfinite(space.low)) and np.all(np.isfinite(space.high))
         if family == "continuous" and not bounded:
             raise ConfigError(f"{field}: {algorithm} needs finite action bounds, not {space}")
+
+
+def env_actions(space: gym.Space[Any], actions: np.ndarray) -> np.ndarray:
+    """Sampled actions as ``env.step`` takes them: a ``Discrete`` or ``MultiDiscrete`` start
+    offset added, a ``Box`` sample clipped to its bounds in the space's dtype."""
+    if isinstance(space, gym.spaces.Discrete):
+        return actions + int(space.start) if space.start else actions
+    if isinstance(space, gym.spaces.MultiDiscrete):
+        return actions + space.start if np.any(space.start) else actions
+    if isinstance(space, gym.spaces.Box):
+        return np.clip(actions, space.low, space.high).astype(space.dtype, copy=False)  # type: ignore[no-any-return]
+    return actions

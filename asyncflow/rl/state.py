@@ -13,14 +13,13 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-import cloudpickle
 import numpy as np
 import torch
 from torch import nn
 
 from .optim import Adam
 
-__all__ = ["get_state", "pickle_attributes", "set_state", "unpickle_attributes"]
+__all__ = ["get_state", "set_state"]
 
 _PLAIN = (int, float, bool, str, type(None))
 
@@ -78,12 +77,3 @@ def set_state(obj: Any, state: dict[str, tuple[str, Any]]) -> None:
             current.bit_generator.state = value
         else:
             setattr(obj, name, value)
-
-
-def pickle_attributes(obj: Any, skip: tuple[str, ...] = ()) -> bytes:
-    """All of ``obj``'s attributes in one blob (a worker's envs, policy, counters)."""
-    return cloudpickle.dumps({k: v for k, v in vars(obj).items() if k not in skip})  # type: ignore[no-any-return]
-
-
-def unpickle_attributes(obj: Any, blob: bytes) -> None:
-    vars(obj).update(cloudpickle.loads(blob))

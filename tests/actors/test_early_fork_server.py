@@ -10,7 +10,8 @@ import sys
 import textwrap
 
 # Prints, from /proc, the driver's fork servers (children running forkserver's main)
-# right after the import, the same after a runtime ran, and the server's pid.
+# right after the import, the same after a runtime ran, and the server's pid. The
+# workers run torch unless PROBE_INFERENCE says otherwise.
 _PROBE = textwrap.dedent(
     """
     import asyncio, os
@@ -37,7 +38,8 @@ _PROBE = textwrap.dedent(
 
     async def main():
         async with PG(PGConfig(env="CartPole-v1", num_workers=1, train_batch_size=64,
-                               rollout_fragment_length=64, num_envs_per_worker=1)) as algo:
+                               rollout_fragment_length=64, num_envs_per_worker=1,
+                               worker_inference=os.environ.get("PROBE_INFERENCE", "torch"))) as algo:
             async for result in algo.train():
                 return result["num_env_steps_sampled"]
 
@@ -63,6 +65,17 @@ def test_the_import_starts_one_fork_server_that_the_first_runtime_uses() -> None
     assert "BEFORE False" in before
     assert len(eval(after_import)) == 1  # one server: its own import of the algorithms started none
     assert eval(after_run) == eval(after_import)  # the runtime forked its worker from that server
+    assert "STEPS 64" in out
+
+
+def test_workers_without_torch_get_one_fork_server_restarted_without_torch() -> None:
+    """PG's numpy workers: the config replaces the early server (which imports torch) by one
+    that does not; still one server, the one the workers were forked from."""
+    out = _probe(PROBE_INFERENCE="auto")
+    after_import = out.split("AFTER_IMPORT ")[1].split(" AFTER_RUN ")[0]
+    after_run = out.split(" AFTER_RUN ")[1].split(" STEPS ")[0]
+    assert len(eval(after_import)) == 1
+    assert len(eval(after_run)) == 1 and eval(after_run) != eval(after_import)
     assert "STEPS 64" in out
 
 

@@ -54,10 +54,14 @@ async def test_a_killed_actor_is_replaced_and_the_run_goes_on(name: str, target:
         victim = algo.replay_actors[0] if target == "replay shard" else algo.workers.workers[0]  # type: ignore[attr-defined]
         old_pid = _kill(victim)
         sampled, trained = first["num_env_steps_sampled"], first["num_env_steps_trained"]
+        # A result counts the restart once the new process has its weights (its first call);
+        # the other worker's samples can make results before that, the more so when the new
+        # process imports torch itself (a fork server without torch, after a numpy run).
+        counted = (lambda r: r["num_workers_restarted"] >= 1) if target == "worker" else (lambda r: True)
         last = await _until(
             algo,
             lambda r: r["num_env_steps_sampled"] >= sampled + 2_000 and r["num_env_steps_trained"] > trained
-            and victim.restarts == 1,
+            and victim.restarts == 1 and counted(r),
         )  # fmt: skip
         assert victim.pid != old_pid and victim.alive
         if target == "worker":

@@ -29,6 +29,8 @@ import numpy as np
 import torch
 from torch.nn import functional
 
+from ..spaces import env_actions
+
 __all__ = ["ActionDistribution", "ActionHead", "Bernoulli", "Categorical", "DiagGaussian", "MultiCategorical"]
 
 _LOG_SQRT_2PI = 0.5 * math.log(2 * math.pi)
@@ -193,11 +195,4 @@ class ActionHead:
 
     def to_env(self, actions: np.ndarray) -> np.ndarray:
         """Sampled actions as the environment takes them."""
-        space = self.space
-        if isinstance(space, gym.spaces.Discrete):
-            return actions + int(space.start) if space.start else actions
-        if isinstance(space, gym.spaces.MultiDiscrete):
-            return actions + space.start if np.any(space.start) else actions
-        if isinstance(space, gym.spaces.Box):
-            return np.clip(actions, space.low, space.high).astype(space.dtype, copy=False)  # type: ignore[no-any-return]
-        return actions
+        return env_actions(self.space, actions)
