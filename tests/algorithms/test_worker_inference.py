@@ -72,9 +72,23 @@ async def test_a_numpy_policy_worker_samples_the_same_batches_in_a_process_as_in
 
 _RUN = textwrap.dedent(
     """
-    import asyncio, json, sys
-    import psutil
+    import asyncio, json, os, sys
     from asyncflow.algorithms import PPO, PPOConfig
+
+    def descendants(root):
+        parents = {}
+        for entry in os.listdir("/proc"):
+            if entry.isdigit():
+                try:
+                    with open(f"/proc/{entry}/stat") as f:
+                        parents[int(entry)] = int(f.read().rsplit(")", 1)[1].split()[1])
+                except OSError:
+                    pass
+        found, frontier = [], {root}
+        while frontier:
+            frontier = {pid for pid, parent in parents.items() if parent in frontier}
+            found += frontier
+        return found
 
     async def main():
         config = PPOConfig(num_workers=2, num_envs_per_worker=2, rollout_fragment_length=16,
@@ -82,8 +96,7 @@ _RUN = textwrap.dedent(
         async with PPO(config) as algo:
             async for result in algo.train():
                 break
-            maps = {c.pid: "libtorch" in open(f"/proc/{c.pid}/maps").read()
-                    for c in psutil.Process().children(recursive=True)}
+            maps = {pid: "libtorch" in open(f"/proc/{pid}/maps").read() for pid in descendants(os.getpid())}
             workers = [w.pid for w in algo.workers.workers]
             print(json.dumps({"workers": [maps.pop(p) for p in workers], "others": list(maps.values()),
                               "steps": result["num_env_steps_sampled"]}))
