@@ -21,7 +21,7 @@ import os
 import signal
 import threading
 import weakref
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -52,6 +52,7 @@ _live_runtimes: weakref.WeakSet[Runtime] = weakref.WeakSet()
 _names = itertools.count(1)
 _fork_server_used = False  # a runtime of this process has used the fork server
 _tracker_started_with_server = False  # start_fork_server() also started the resource tracker
+_spare: multiprocessing.forkserver.ForkServer | None = None  # start_fork_server_early's second server
 _stopping_server = threading.Event()  # stop_fork_server() is at work: the warm-up may fail
 _warmups: list[threading.Thread] = []
 
@@ -59,7 +60,9 @@ _warmups: list[threading.Thread] = []
 def default_preload() -> list[str]:
     """Modules the fork server imports once, so that actors start warm."""
     mods = ["asyncflow.actors._worker", "numpy"]
-    mods += [m for m in ("torch", "gymnasium", "asyncflow.rl", "asyncflow.algorithms") if _importable(m)]
+    mods += [m for m in ("torch", "gymnasium", "asyncflow.algorithms") if _importable(m)]
+    if "asyncflow.algorithms" in mods:  # the worker-side modules of the algorithms, which load lazily
+        mods += ["asyncflow.rl.q_learning", "asyncflow.rl.continuous", "asyncflow.rl.replay_actor"]
     return mods
 
 
@@ -151,6 +154,7 @@ class Runtime:
             if self._options.start_method == "forkserver":
                 global _fork_server_used
                 _fork_server_used = True
+                _kill_spare()  # the server it starts from is the one it keeps
                 ctx = multiprocessing.get_context("forkserver")
                 ctx.set_forkserver_preload(self._preload)
                 # Warm the fork server in the background: its first child waits
@@ -322,27 +326,32 @@ def start_fork_server(preload: Sequence[str] | None = None) -> None:
         preload_with_quick_exit(default_preload() if preload is None else preload)
     )
     if threading.current_thread() is threading.main_thread():
-        # Started with SIGINT blocked (the signal mask survives fork and exec), the
-        # server stays quiet on a Ctrl-C while it imports torch, then ignores SIGINT
-        # itself (forkserver.main); its actors ignore it too (_worker.main): the
-        # driver stops them. Blocked, not ignored, in this process, as the resource
-        # tracker's own start does: a Ctrl-C that comes in the meantime waits and is
-        # raised here once the server is started. Ignoring it for that moment lost it,
-        # and the driver trained on (1 CI run in several, since this runs while the
-        # driver imports torch).
         # The tracker first: its start unblocks SIGINT when it is done.
         global _tracker_started_with_server
         if multiprocessing.resource_tracker._resource_tracker._fd is None:  # type: ignore[attr-defined]
             _tracker_started_with_server = True
         multiprocessing.resource_tracker.ensure_running()
-        previous = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
-        try:
+        with _sigint_blocked():
             multiprocessing.forkserver.ensure_running()
-        finally:
-            signal.pthread_sigmask(signal.SIG_SETMASK, previous)
     warmup = threading.Thread(target=_warm_forkserver, name="asyncflow-forkserver-warmup", daemon=True)
     warmup.start()
     _warmups[:] = [*(t for t in _warmups if t.is_alive()), warmup]
+
+
+@contextlib.contextmanager
+def _sigint_blocked() -> Iterator[None]:
+    """Started with SIGINT blocked (the signal mask survives fork and exec), a fork
+    server stays quiet on a Ctrl-C while it imports torch, then ignores SIGINT itself
+    (forkserver.main); its actors ignore it too (_worker.main): the driver stops them.
+    Blocked, not ignored, in this process, as the resource tracker's own start does: a
+    Ctrl-C that comes in the meantime waits and is raised here once the server is
+    started. Ignoring it for that moment lost it, and the driver trained on (1 CI run
+    in several, since this runs while the driver imports torch). Main thread only."""
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
 
 
 def start_fork_server_early() -> None:
@@ -351,8 +360,12 @@ def start_fork_server_early() -> None:
     ``import asyncflow.algorithms`` calls this before it imports torch, so that
     the server's imports run on the other core while the driver's run on this
     one: a script's first result comes about 2.5 s sooner on two cores
-    (``benchmarks/startup.py``). Bad input still gets its ``ConfigError``
-    before any actor starts; the idle server leaves with the driver.
+    (``benchmarks/startup.py``). A spare server without torch starts beside it
+    (``TORCH_FREE_PRELOAD``, well under a second of imports): a run whose workers
+    need no torch takes the spare, warm by then, and the torch server is killed
+    (``prefer_torch_free_fork_server``); the first runtime that uses the torch
+    server kills the spare. Bad input still gets its ``ConfigError`` before any
+    actor starts; idle servers leave with the driver.
     ``ASYNCFLOW_EARLY_FORK_SERVER=0`` leaves the start to the first runtime.
     Nothing happens in an actor, in the fork server itself, off the main
     thread, or when a server already runs.
@@ -364,45 +377,86 @@ def start_fork_server_early() -> None:
     if _fork_server_pid() is not None or imported_by_the_fork_server():
         return
     start_fork_server()
+    if "torch" in _preloaded_by(_main_server()):
+        global _spare
+        spare = multiprocessing.forkserver.ForkServer()
+        spare.set_forkserver_preload(preload_with_quick_exit(TORCH_FREE_PRELOAD))
+        with _sigint_blocked():
+            spare.ensure_running()
+        _spare = spare
 
 
 def prefer_torch_free_fork_server() -> None:
-    """Restart the fork server with ``TORCH_FREE_PRELOAD`` if it preloads torch and no runtime
-    has used it yet: an algorithm whose workers never import torch calls this once its config
-    is checked. ``import asyncflow.algorithms`` started the server early with torch, not yet
-    knowing the config; its torch image (about 100 MB of the run's PSS) would sit unused.
-    Afterwards an actor that needs torch still runs: it imports torch itself, in 1.5 s or so
-    and its own memory. Nothing happens when a runtime of this process used the server."""
+    """Serve this process's actors from the spare fork server, which preloads
+    ``TORCH_FREE_PRELOAD``, if the early one preloads torch and no runtime has used it
+    yet: an algorithm whose workers never import torch calls this once its config is
+    checked. ``import asyncflow.algorithms`` started both servers, not yet knowing the
+    config; the torch image (about 100 MB of the run's PSS) would sit unused, so that
+    server is killed. Without a spare (it was killed, or the early start was off) the
+    server is restarted with ``TORCH_FREE_PRELOAD``. Afterwards an actor that needs torch
+    still runs: it imports torch itself, in 1.5 s or so and its own memory. Nothing
+    happens when a runtime of this process used the server."""
+    global _spare
     if _fork_server_used or _live_runtimes or _fork_server_pid() is None:
         return  # used; or not started, and the first runtime starts it with its own preload
-    if "torch" not in multiprocessing.forkserver._forkserver._preload_modules:  # type: ignore[attr-defined]
+    if "torch" not in _preloaded_by(_main_server()):
         return
-    stop_fork_server(keep_tracker=True)
-    start_fork_server(TORCH_FREE_PRELOAD)
+    _kill_main_server()
+    spare, _spare = _spare, None
+    if spare is None or spare._forkserver_pid is None:  # type: ignore[attr-defined]
+        start_fork_server(TORCH_FREE_PRELOAD)
+        return
+    server = _main_server()
+    for name in ("_forkserver_address", "_forkserver_alive_fd", "_forkserver_pid", "_preload_modules"):
+        setattr(server, name, getattr(spare, name))
 
 
-def stop_fork_server(*, keep_tracker: bool = False) -> None:
-    """Stop the fork server, and the resource tracker if it started with it, when no
+def stop_fork_server() -> None:
+    """Stop the fork servers, and the resource tracker if it started with them, when no
     runtime of this process has used them: the CLI calls it when the input it started
-    them for is bad, so that the error leaves no process behind. ``keep_tracker``: the
-    server only, for a restart."""
+    them for is bad, so that the error leaves no process behind."""
     global _tracker_started_with_server
     if _fork_server_used or _live_runtimes:
         return
-    server = multiprocessing.forkserver._forkserver  # type: ignore[attr-defined]
-    pid = _fork_server_pid()
-    if pid is not None:
-        _stopping_server.set()
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGKILL)  # it may be importing torch: no need to wait for that
-        server._stop()  # type: ignore[attr-defined]
-        for warmup in _warmups:
-            warmup.join()  # it returns as soon as its connection breaks
-        _warmups.clear()
-        _stopping_server.clear()
-    if _tracker_started_with_server and not keep_tracker:
+    _kill_main_server()
+    _kill_spare()
+    if _tracker_started_with_server:
         _tracker_started_with_server = False
         multiprocessing.resource_tracker._resource_tracker._stop()  # type: ignore[attr-defined]
+
+
+def _main_server() -> Any:
+    return multiprocessing.forkserver._forkserver  # type: ignore[attr-defined]
+
+
+def _preloaded_by(server: Any) -> list[str]:
+    return server._preload_modules  # type: ignore[no-any-return]
+
+
+def _kill_main_server() -> None:
+    if _fork_server_pid() is None:
+        return
+    _stopping_server.set()
+    _kill(_main_server())
+    for warmup in _warmups:
+        warmup.join()  # it returns as soon as its connection breaks
+    _warmups.clear()
+    _stopping_server.clear()
+
+
+def _kill_spare() -> None:
+    global _spare
+    spare, _spare = _spare, None
+    if spare is not None:
+        _kill(spare)
+
+
+def _kill(server: Any) -> None:
+    """SIGKILL a fork server (it may be importing torch: no need to wait for that) and reap it."""
+    if server._forkserver_pid is not None:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(server._forkserver_pid, signal.SIGKILL)
+    server._stop()
 
 
 def _fork_server_pid() -> int | None:

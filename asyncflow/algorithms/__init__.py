@@ -2,8 +2,12 @@
 
 Importing this package first starts the fork server in the background (see
 ``asyncflow.actors.start_fork_server_early``): its imports of torch and
-gymnasium then overlap with this process's own, below.
+gymnasium then overlap with this process's own, below. Each algorithm's
+module loads when its name is first used (``__getattr__`` below).
 """
+
+import importlib
+from typing import TYPE_CHECKING, Any
 
 from ..actors import start_fork_server_early
 
@@ -11,32 +15,52 @@ start_fork_server_early()
 
 from ._base import Algorithm, ResumeWarning  # noqa: E402
 from ._config import AlgorithmConfig  # noqa: E402
-from .a2c import A2C, A2CConfig  # noqa: E402
-from .a3c import A3C, A3CConfig  # noqa: E402
-from .apex import ApexDQN, ApexDQNConfig  # noqa: E402
-from .appo import APPO, APPOConfig  # noqa: E402
-from .dqn import DQN, DQNConfig  # noqa: E402
-from .impala import IMPALA, IMPALAConfig  # noqa: E402
-from .pg import PG, PGConfig  # noqa: E402
-from .ppo import PPO, PPOConfig  # noqa: E402
-from .sac import SAC, SACConfig  # noqa: E402
-from .td3 import DDPG, TD3, DDPGConfig, TD3Config  # noqa: E402
-from .two_trainer import TwoTrainer, TwoTrainerConfig  # noqa: E402
 
-ALGORITHMS: dict[str, type[Algorithm]] = {
-    "pg": PG,
-    "a2c": A2C,
-    "a3c": A3C,
-    "ppo": PPO,
-    "impala": IMPALA,
-    "appo": APPO,
-    "dqn": DQN,
-    "apex": ApexDQN,
-    "sac": SAC,
-    "ddpg": DDPG,
-    "td3": TD3,
-    "two_trainer": TwoTrainer,
+if TYPE_CHECKING:
+    from .a2c import A2C, A2CConfig
+    from .a3c import A3C, A3CConfig
+    from .apex import ApexDQN, ApexDQNConfig
+    from .appo import APPO, APPOConfig
+    from .dqn import DQN, DQNConfig
+    from .impala import IMPALA, IMPALAConfig
+    from .pg import PG, PGConfig
+    from .ppo import PPO, PPOConfig
+    from .sac import SAC, SACConfig
+    from .td3 import DDPG, TD3, DDPGConfig, TD3Config
+    from .two_trainer import TwoTrainer, TwoTrainerConfig
+
+    ALGORITHMS: dict[str, type[Algorithm]]
+
+_NAMES = {  # the name on the command line: (module, algorithm class)
+    "pg": ("pg", "PG"),
+    "a2c": ("a2c", "A2C"),
+    "a3c": ("a3c", "A3C"),
+    "ppo": ("ppo", "PPO"),
+    "impala": ("impala", "IMPALA"),
+    "appo": ("appo", "APPO"),
+    "dqn": ("dqn", "DQN"),
+    "apex": ("apex", "ApexDQN"),
+    "sac": ("sac", "SAC"),
+    "ddpg": ("td3", "DDPG"),
+    "td3": ("td3", "TD3"),
+    "two_trainer": ("two_trainer", "TwoTrainer"),
 }
+_MODULES = {name: module for module, cls in _NAMES.values() for name in (cls, cls + "Config")}
+
+
+def __getattr__(name: str) -> Any:
+    """Each algorithm's module loads on first use (PEP 562): a script that runs PPO
+    does not import the other eleven. ``ALGORITHMS`` (name -> class) loads them all."""
+    if name == "ALGORITHMS":
+        value: Any = {key: getattr(importlib.import_module(f".{module}", __name__), cls)
+                      for key, (module, cls) in _NAMES.items()}  # fmt: skip
+    elif name in _MODULES:
+        value = getattr(importlib.import_module(f".{_MODULES[name]}", __name__), name)
+    else:
+        raise AttributeError(f"module 'asyncflow.algorithms' has no attribute {name!r}")
+    globals()[name] = value
+    return value
+
 
 __all__ = [
     "A2C",

@@ -1,6 +1,7 @@
 """``import asyncflow.algorithms`` starts the fork server before it imports torch, so
-that the two imports overlap; the server is one process, used by the first runtime,
-and leaves with its driver."""
+that the two imports overlap, and a spare server without torch beside it; the first
+runtime uses one of them (the spare when its workers need no torch), the other is gone
+by then, and the one left leaves with its driver."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import sys
 import textwrap
 
 # Prints, from /proc, the driver's fork servers (children running forkserver's main)
-# right after the import, the same after a runtime ran, and the server's pid. The
+# right after the import, the same after a runtime ran, and the torch server's pid. The
 # workers run torch unless PROBE_INFERENCE says otherwise.
 _PROBE = textwrap.dedent(
     """
@@ -34,6 +35,7 @@ _PROBE = textwrap.dedent(
     started_before_torch = fs._forkserver._forkserver_pid is not None
     import asyncflow.algorithms
     after_import = servers()
+    torch_server = fs._forkserver._forkserver_pid
     from asyncflow.algorithms import PG, PGConfig
 
     async def main():
@@ -45,43 +47,40 @@ _PROBE = textwrap.dedent(
 
     steps = asyncio.run(main())
     print("BEFORE", started_before_torch, "AFTER_IMPORT", after_import, "AFTER_RUN", servers(),
-          "STEPS", steps)
+          "STEPS", steps, "TORCH_SERVER", torch_server)
     """
 )
 
 
-def _probe(**env: str) -> str:
+def _probe(**env: str) -> dict[str, object]:
     out = subprocess.run([sys.executable, "-c", _PROBE], capture_output=True, text=True, timeout=120,
                          env={**os.environ, **env})  # fmt: skip
     assert out.returncode == 0, out.stderr[-3000:]
-    return out.stdout
+    words = out.stdout.split()
+    keys = ["BEFORE", "AFTER_IMPORT", "AFTER_RUN", "STEPS", "TORCH_SERVER"]
+    marks = [words.index(key) for key in keys] + [len(words)]
+    return {key: eval(" ".join(words[a + 1 : b])) for key, a, b in zip(keys, marks, marks[1:], strict=False)}
 
 
-def test_the_import_starts_one_fork_server_that_the_first_runtime_uses() -> None:
+def test_the_import_starts_a_torch_server_that_torch_workers_use_and_a_spare() -> None:
     out = _probe()
-    before, rest = out.split("AFTER_IMPORT ")
-    after_import, rest = rest.split(" AFTER_RUN ")
-    after_run = rest.split(" STEPS ")[0]
-    assert "BEFORE False" in before
-    assert len(eval(after_import)) == 1  # one server: its own import of the algorithms started none
-    assert eval(after_run) == eval(after_import)  # the runtime forked its worker from that server
-    assert "STEPS 64" in out
+    assert out["BEFORE"] is False  # its own import of the algorithms started none
+    assert len(out["AFTER_IMPORT"]) == 2 and out["TORCH_SERVER"] in out["AFTER_IMPORT"]  # type: ignore[arg-type, operator]
+    assert out["AFTER_RUN"] == [out["TORCH_SERVER"]]  # the worker forked from it; the spare is gone
+    assert out["STEPS"] == 64
 
 
-def test_workers_without_torch_get_one_fork_server_restarted_without_torch() -> None:
-    """PG's numpy workers: the config replaces the early server (which imports torch) by one
-    that does not; still one server, the one the workers were forked from."""
+def test_workers_without_torch_are_forked_from_the_spare_and_the_torch_server_is_gone() -> None:
+    """PG's numpy workers: the config drops the early server (which imports torch) for the
+    spare, which does not; one server left, the one the workers were forked from."""
     out = _probe(PROBE_INFERENCE="auto")
-    after_import = out.split("AFTER_IMPORT ")[1].split(" AFTER_RUN ")[0]
-    after_run = out.split(" AFTER_RUN ")[1].split(" STEPS ")[0]
-    assert len(eval(after_import)) == 1
-    assert len(eval(after_run)) == 1 and eval(after_run) != eval(after_import)
-    assert "STEPS 64" in out
+    assert len(out["AFTER_IMPORT"]) == 2  # type: ignore[arg-type]
+    (spare,) = set(out["AFTER_IMPORT"]) - {out["TORCH_SERVER"]}  # type: ignore[call-overload]
+    assert out["AFTER_RUN"] == [spare]
+    assert out["STEPS"] == 64
 
 
 def test_the_early_start_can_be_turned_off() -> None:
     out = _probe(ASYNCFLOW_EARLY_FORK_SERVER="0")
-    after_import = out.split("AFTER_IMPORT ")[1].split(" AFTER_RUN ")[0]
-    after_run = out.split(" AFTER_RUN ")[1].split(" STEPS ")[0]
-    assert eval(after_import) == []  # nothing until the first runtime
-    assert len(eval(after_run)) == 1
+    assert out["AFTER_IMPORT"] == []  # nothing until the first runtime
+    assert len(out["AFTER_RUN"]) == 1  # type: ignore[arg-type]
