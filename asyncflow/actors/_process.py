@@ -29,6 +29,7 @@ from ..errors import ActorDiedError, ClosedError, SerializationError
 from ._channel import PUMP_BUDGET, DecodeFailure, Endpoint, Message, Receiver, Sender
 from ._doorbell import Doorbell
 from ._launch import ActorProcess
+from ._loop import EventLoopKind
 from ._protocol import Kind, PackedError, unpack_error
 from ._ring import Ring, RingReader, RingWriter
 from ._worker import Bootstrap, InheritedBell, main
@@ -57,8 +58,10 @@ class ProcessTransport:
         payload: bytes,
         options: ProcessOptions,
         on_exit: Callable[[ProcessTransport, ActorDiedError], None],
+        event_loop: EventLoopKind = "uvloop",
     ) -> None:
         self.name = name
+        self.event_loop = event_loop
         self.methods: dict[str, bool] = {}
         self.pid: int | None = None
         self.node_id: str | None = None
@@ -104,6 +107,7 @@ class ProcessTransport:
             self._payload,
             opts.torch_threads,
             opts.niceness,
+            self.event_loop,
         )
         process = self._process = _make_process(opts.start_method, boot, f"asyncflow:{self.name}")
         self._ready = loop.create_future()

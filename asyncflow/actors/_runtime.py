@@ -30,6 +30,7 @@ from ..errors import ClosedError, ConfigError, SerializationError
 from ._handle import ActorHandle, Transport
 from ._launch import ActorProcess
 from ._local import LocalTransport
+from ._loop import actor_event_loop
 from ._process import ProcessOptions, ProcessTransport
 from ._ray import RayOptions, RayTransport, import_ray
 from ._ring import sweep_stale_segments
@@ -261,9 +262,10 @@ class Runtime:
                     return RayTransport(name, payload, ray_options, handle._on_exit)
 
             else:
+                event_loop = actor_event_loop(factory)
 
                 def make(handle: ActorHandle) -> Transport:
-                    return ProcessTransport(name, payload, self._options, handle._on_exit)
+                    return ProcessTransport(name, payload, self._options, handle._on_exit, event_loop)
 
         handle = ActorHandle(name, type_name, make, max_restarts)
         self._handles.append(handle)

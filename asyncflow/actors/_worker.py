@@ -27,6 +27,7 @@ from typing import Any
 from ..errors import SerializationError
 from ._channel import PUMP_BUDGET, DecodeFailure, Endpoint, Receiver, Sender
 from ._doorbell import Doorbell
+from ._loop import EventLoopKind, new_actor_loop
 from ._protocol import Kind, describe, pack_error
 from ._ring import Ring, RingReader, RingWriter
 from ._serialize import loads
@@ -68,6 +69,7 @@ class Bootstrap:
     payload: bytes  # cloudpickle of (factory, args, kwargs)
     torch_threads: int | None
     niceness: int
+    event_loop: EventLoopKind = "uvloop"
 
 
 def method_table(obj: object) -> dict[str, bool]:
@@ -105,13 +107,7 @@ def main(boot: Bootstrap) -> None:
     signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
     limit_threads(boot.torch_threads)
     lower_priority(boot.niceness)
-    loop: asyncio.AbstractEventLoop
-    try:
-        import uvloop
-
-        loop = uvloop.new_event_loop()
-    except ImportError:
-        loop = asyncio.new_event_loop()
+    loop = new_actor_loop(boot.event_loop)
     asyncio.set_event_loop(loop)
     rings = [Ring(boot.request_ring), Ring(boot.reply_ring)]
     _start_watchdog(rings)

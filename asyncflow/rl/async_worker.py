@@ -114,6 +114,10 @@ class AsyncRolloutWorker(PolicyDelegation):
     ``restart_failed_envs`` (the module docstring says what they do).
     """
 
+    actor_event_loop = "precise"
+    """Its process runs timers to the microsecond (``asyncflow/actors/_loop.py``): an env's
+    5 ms wait, or a 0.5 ms ``ready_timeout_s``, is not rounded up to the next millisecond."""
+
     def __init__(
         self,
         env: EnvSpec,
@@ -219,9 +223,15 @@ class AsyncRolloutWorker(PolicyDelegation):
         if len(self._ready) < self.min_ready:
             self._wanted = self.min_ready
             self._wake.clear()
-            with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(self.ready_timeout_s):
-                    await self._wake.wait()
+            # A timer that sets the event, not asyncio.timeout: no CancelledError is thrown
+            # into this task, and caught, each time the wait times out.
+            timer = None if self.ready_timeout_s is None else (
+                asyncio.get_running_loop().call_later(self.ready_timeout_s, self._wake.set))  # fmt: skip
+            try:
+                await self._wake.wait()
+            finally:
+                if timer is not None:
+                    timer.cancel()
             if not self._ready:
                 self._wanted = 1
                 self._wake.clear()
