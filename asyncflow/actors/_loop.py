@@ -2,13 +2,16 @@
 
 uvloop runs callbacks and I/O in C, which makes the actor layer's own calls
 faster (``benchmarks/ipc.py``, 2026-12-04: 7,201 small round trips/s against
-6,369 with every actor on the loop below), so actors run it by default. But its timers count
-whole milliseconds, as ``epoll_wait``'s timeout does for asyncio's
-``EpollSelector``: an ``asyncio.sleep(0.005)`` comes back after 5 to 6 ms, a
-0.5 ms timeout after up to 1 ms. An actor whose work waits on short timers
-(``AsyncRolloutWorker``: its envs' delays, its ``ready_timeout_s``) sets
-``actor_event_loop = "precise"`` on its class and runs asyncio's loop on
-``PreciseEpollSelector``. That selector waits out a timeout in ``select()`` on
+6,369 with every actor on the loop below), so actors run it by default. But its
+timers count whole milliseconds: uvloop rounds each delay to the nearest one (a
+0.5 ms delay runs at once: ``call_later`` in uvloop's ``loop.pyx``), and libuv
+fires timers off a clock it reads in milliseconds. asyncio's own
+``EpollSelector`` rounds each wait up to a whole millisecond, as ``epoll_wait``
+takes it: an ``asyncio.sleep(0.005)`` comes back after 5 to 6 ms.
+
+An actor whose work waits on short timers (``AsyncRolloutWorker``: its envs'
+delays, its ``ready_timeout_s``) sets ``actor_event_loop = "precise"`` on its
+class and runs asyncio's loop on ``PreciseEpollSelector``. That selector waits out a timeout in ``select()`` on
 the epoll descriptor itself (microseconds; it wakes as soon as any registered
 descriptor is ready), then collects the events from epoll without waiting.
 Descriptors stay in epoll, so their number is not bounded by ``select()``'s 1,024.
