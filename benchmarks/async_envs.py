@@ -66,10 +66,11 @@ async def asyncflow_async_envs(latency_s: float, seconds: float, options: dict[s
     say: bulk-sync (``num_async`` 1), or async with ``num_async`` requests in flight per
     worker, so that a worker goes on acting while the driver takes its last batch (the plan
     of IMPALA, APPO and Ape-X)."""
+    policy = _numpy_policy()
     async with asyncflow.open_runtime() as rt:
         handles = await asyncio.gather(*(
             rt.spawn(AsyncRolloutWorker.create, functools.partial(async_cartpole, latency_s),
-                     policy_factory=_numpy_policy(), num_envs=ENVS_PER_WORKER, rollout_fragment_length=FRAGMENT,
+                     policy_factory=policy, num_envs=ENVS_PER_WORKER, rollout_fragment_length=FRAGMENT,
                      worker_index=i, env_step_timeout_s=30.0, **options)
             for i in range(1, WORKERS + 1)
         ))  # fmt: skip

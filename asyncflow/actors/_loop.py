@@ -11,9 +11,10 @@ takes it: an ``asyncio.sleep(0.005)`` comes back after 5 to 6 ms.
 
 An actor whose work waits on short timers (``AsyncRolloutWorker``: its envs'
 delays, its ``ready_timeout_s``) sets ``actor_event_loop = "precise"`` on its
-class and runs asyncio's loop on ``PreciseEpollSelector``. That selector waits out a timeout in ``select()`` on
-the epoll descriptor itself (microseconds; it wakes as soon as any registered
-descriptor is ready), then collects the events from epoll without waiting.
+class and runs asyncio's loop on ``PreciseEpollSelector``. That selector waits
+out a timeout in ``select()`` on the epoll descriptor itself (microseconds; it
+wakes as soon as any registered descriptor is ready), then collects the events
+from epoll without waiting.
 Descriptors stay in epoll, so their number is not bounded by ``select()``'s 1,024.
 """
 
@@ -55,7 +56,7 @@ def actor_event_loop(factory: Any) -> EventLoopKind:
     return "uvloop"
 
 
-def new_actor_loop(kind: EventLoopKind = "uvloop") -> asyncio.AbstractEventLoop:
+def new_actor_loop(kind: EventLoopKind) -> asyncio.AbstractEventLoop:
     """A new event loop of ``kind`` for an actor process; asyncio's default loop where
     uvloop is not installed, or where ``"precise"`` finds no epoll."""
     if kind == "precise" and hasattr(selectors, "EpollSelector"):

@@ -58,7 +58,7 @@ class ProcessTransport:
         payload: bytes,
         options: ProcessOptions,
         on_exit: Callable[[ProcessTransport, ActorDiedError], None],
-        event_loop: EventLoopKind = "uvloop",
+        event_loop: EventLoopKind,
     ) -> None:
         self.name = name
         self.event_loop = event_loop

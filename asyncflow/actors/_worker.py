@@ -69,7 +69,7 @@ class Bootstrap:
     payload: bytes  # cloudpickle of (factory, args, kwargs)
     torch_threads: int | None
     niceness: int
-    event_loop: EventLoopKind = "uvloop"
+    event_loop: EventLoopKind
 
 
 def method_table(obj: object) -> dict[str, bool]:
