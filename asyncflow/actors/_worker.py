@@ -25,6 +25,7 @@ from multiprocessing import parent_process, reduction
 from typing import Any
 
 from ..errors import SerializationError
+from ._blas import limit_blas_threads
 from ._channel import PUMP_BUDGET, DecodeFailure, Endpoint, Receiver, Sender
 from ._doorbell import Doorbell
 from ._loop import EventLoopKind, new_actor_loop
@@ -130,6 +131,7 @@ def limit_threads(threads: int | None) -> None:
     torch = sys.modules.get("torch")
     if torch is not None:
         torch.set_num_threads(threads)
+    limit_blas_threads(threads)  # numpy's OpenBLAS read its variable in the fork server, before this
 
 
 def lower_priority(niceness: int) -> None:

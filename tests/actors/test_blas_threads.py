@@ -1,0 +1,60 @@
+"""An actor's numpy runs one BLAS thread (the runtime's ``torch_threads``), although the
+fork server imported numpy before the actor could set ``OPENBLAS_NUM_THREADS``."""
+
+from __future__ import annotations
+
+import ctypes
+import re
+
+import numpy as np
+import pytest
+
+import asyncflow
+from asyncflow.actors._blas import limit_blas_threads
+
+_GETTERS = ("openblas_get_num_threads", "openblas_get_num_threads64_", "scipy_openblas_get_num_threads64_",
+            "scipy_openblas_get_num_threads")  # fmt: skip
+
+
+def openblas_threads() -> list[int]:
+    """The thread count of each OpenBLAS loaded in this process, asked of the library itself."""
+    np.ones((2, 2)) @ np.ones((2, 2))  # numpy's BLAS is loaded with numpy; this makes sure it ran
+    with open("/proc/self/maps") as maps:
+        paths = sorted(set(re.findall(r"(/\S*openblas\S*\.so\S*)", maps.read())))
+    counts = []
+    for path in paths:
+        lib = ctypes.CDLL(path)
+        getter = next(getattr(lib, name) for name in _GETTERS if hasattr(lib, name))
+        counts.append(int(getter()))
+    return counts
+
+
+class BlasReporter:
+    def threads(self) -> list[int]:
+        return openblas_threads()
+
+
+@pytest.fixture
+def driver_threads() -> list[int]:
+    counts = openblas_threads()
+    if not counts:
+        pytest.skip("numpy here is not built on OpenBLAS")
+    return counts
+
+
+async def test_actors_run_numpy_on_the_runtimes_thread_count(driver_threads: list[int]) -> None:
+    async with asyncflow.open_runtime() as rt:  # torch_threads=1, the default
+        actor = await rt.spawn(BlasReporter)
+        assert await actor.threads() == [1] * len(driver_threads)
+    async with asyncflow.open_runtime(torch_threads=None) as rt:  # None: left as the fork server had it
+        actor = await rt.spawn(BlasReporter)
+        assert await actor.threads() == driver_threads
+
+
+def test_limit_blas_threads_sets_every_loaded_openblas(driver_threads: list[int]) -> None:
+    try:
+        assert limit_blas_threads(1) == len(driver_threads)
+        assert openblas_threads() == [1] * len(driver_threads)
+    finally:
+        limit_blas_threads(driver_threads[0])
+    assert openblas_threads() == driver_threads
