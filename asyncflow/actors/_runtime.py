@@ -72,6 +72,7 @@ TORCH_FREE_PRELOAD = [
     "numpy",
     "gymnasium",
     "asyncflow.rl.rollout_worker",
+    "asyncflow.rl.async_worker",
     "asyncflow.rl.evaluation_worker",
     "asyncflow.rl.numpy_policy",
 ]

@@ -6,18 +6,19 @@ tensors (SAC's temperature), torch and numpy random generators, and plain
 numbers. ``set_state`` puts them back into an object built the same way.
 Configs, loss functions and spaces are not state: the restored object gets
 them from its constructor.
+
+This module imports torch only where torch is loaded already: a process that
+never imported it holds no tensor, so a rollout worker that runs its policy
+in numpy (``numpy_policy.py``) captures its state without loading torch.
 """
 
 from __future__ import annotations
 
 import copy
+import sys
 from typing import Any
 
 import numpy as np
-import torch
-from torch import nn
-
-from .optim import Adam
 
 __all__ = ["get_state", "set_state"]
 
@@ -30,15 +31,10 @@ def get_state(obj: Any) -> dict[str, tuple[str, Any]]:
     if callable(custom):
         return {"__custom__": ("custom", custom())}
     state: dict[str, tuple[str, Any]] = {}
+    with_torch = "torch" in sys.modules
     for name, value in vars(obj).items():
-        if isinstance(value, nn.Module):
-            state[name] = ("module", _to_cpu(value.state_dict()))
-        elif isinstance(value, Adam):
-            state[name] = ("adam", _to_cpu(value.state_dict()))
-        elif isinstance(value, torch.Tensor):
-            state[name] = ("tensor", _to_cpu(value))
-        elif isinstance(value, torch.Generator):
-            state[name] = ("torch_rng", value.get_state())
+        if with_torch and (captured := _torch_state(value)) is not None:
+            state[name] = captured
         elif isinstance(value, np.random.Generator):
             state[name] = ("numpy_rng", copy.deepcopy(value.bit_generator.state))
         elif isinstance(value, _PLAIN):
@@ -46,8 +42,28 @@ def get_state(obj: Any) -> dict[str, tuple[str, Any]]:
     return state
 
 
+def _torch_state(value: Any) -> tuple[str, Any] | None:
+    """A torch module's, optimizer's, tensor's or generator's state, or None for anything else."""
+    import torch
+    from torch import nn
+
+    from .optim import Adam
+
+    if isinstance(value, nn.Module):
+        return "module", _to_cpu(value.state_dict())
+    if isinstance(value, Adam):
+        return "adam", _to_cpu(value.state_dict())
+    if isinstance(value, torch.Tensor):
+        return "tensor", _to_cpu(value)
+    if isinstance(value, torch.Generator):
+        return "torch_rng", value.get_state()
+    return None
+
+
 def _to_cpu(value: Any) -> Any:
     """Copies of the tensors in a (nested) state dict, on the CPU: a checkpoint taken on a GPU loads anywhere."""
+    import torch
+
     if isinstance(value, torch.Tensor):
         return value.detach().to("cpu", copy=True)
     if isinstance(value, dict):
@@ -69,6 +85,8 @@ def set_state(obj: Any, state: dict[str, tuple[str, Any]]) -> None:
         if kind == "module" or kind == "adam":
             current.load_state_dict(value)
         elif kind == "tensor":
+            import torch  # loaded: the object holds a tensor
+
             with torch.no_grad():
                 current.copy_(value)
         elif kind == "torch_rng":

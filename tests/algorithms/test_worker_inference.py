@@ -90,8 +90,14 @@ _RUN = textwrap.dedent(
             found += frontier
         return found
 
+    def async_cartpole():
+        import gymnasium as gym
+        from asyncflow.rl import AsyncEnvAdapter
+        return AsyncEnvAdapter(gym.make("CartPole-v1"), delay_s=0.001)
+
     async def main():
-        config = PPOConfig(num_workers=2, num_envs_per_worker=2, rollout_fragment_length=16,
+        env = async_cartpole if sys.argv[2] == "async" else "CartPole-v1"
+        config = PPOConfig(env=env, num_workers=2, num_envs_per_worker=2, rollout_fragment_length=16,
                            train_batch_size=64, minibatch_size=32, worker_inference=sys.argv[1])
         async with PPO(config) as algo:
             async for result in algo.train():
@@ -106,11 +112,14 @@ _RUN = textwrap.dedent(
 )
 
 
+@pytest.mark.parametrize("env", ["gymnasium", "async"])
 @pytest.mark.parametrize(("inference", "torch_loaded"), [("auto", False), ("torch", True)])
-def test_a_run_of_numpy_workers_loads_torch_only_in_the_driver(inference: str, torch_loaded: bool) -> None:
+def test_a_run_of_numpy_workers_loads_torch_only_in_the_driver(inference: str, torch_loaded: bool, env: str) -> None:
     """A fresh driver: ``import asyncflow.algorithms`` starts the fork server with torch, and
-    PPO's config restarts it without (auto); the workers it forks never map libtorch."""
-    out = subprocess.run([sys.executable, "-c", _RUN, inference], capture_output=True, text=True, timeout=180)
+    PPO's config restarts it without (auto); the workers it forks never map libtorch, whether
+    they step gymnasium envs or async envs (``AsyncRolloutWorker``)."""
+    command = [sys.executable, "-c", _RUN, inference, env]
+    out = subprocess.run(command, capture_output=True, text=True, timeout=180)
     assert out.returncode == 0, out.stderr
     seen = json.loads(out.stdout.strip().splitlines()[-1])
     assert seen["steps"] >= 64
