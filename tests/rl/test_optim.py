@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import copy
 
+import pytest
 import torch
 
-from asyncflow.rl.optim import Adam
+from asyncflow.rl.optim import Adam, UpdateGuard
 
 
 def test_adam_matches_torch() -> None:
@@ -25,3 +26,107 @@ def test_adam_matches_torch() -> None:
     for a, b in zip(model.parameters(), twin.parameters(), strict=True):
         torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6)
     assert (model[0].weight - start).abs().max() > 1e-3  # the weights really moved
+
+
+def _nets() -> tuple[torch.nn.Module, torch.nn.Module]:
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(4, 16), torch.nn.Tanh(), torch.nn.Linear(16, 2))
+    return model, copy.deepcopy(model)
+
+
+def test_adam_steps_one_flat_buffer_that_the_module_sees() -> None:
+    model, _ = _nets()
+    before = [p.detach().clone() for p in model.parameters()]
+    ours = Adam(model.parameters(), lr=1e-2)
+    for p, b in zip(model.parameters(), before, strict=True):  # moved, not changed
+        assert torch.equal(p, b)
+    model(torch.randn(8, 4)).sum().backward()
+    flat = ours.flat_grad()
+    assert flat is not None and flat.shape == (sum(p.numel() for p in model.parameters()),)
+    ours.step(flat)
+    assert all((p - b).abs().max() > 0 for p, b in zip(model.parameters(), before, strict=True))
+
+
+def test_adam_with_guard_clipping_matches_torch_clip_and_adam() -> None:
+    """The flat path's norm and clipping are clip_grad_norm_'s: same returned norm, same weights."""
+    model, twin = _nets()
+    ours, guard = Adam(model.parameters(), lr=3e-3, eps=1e-5), UpdateGuard()
+    theirs = torch.optim.Adam(twin.parameters(), lr=3e-3, eps=1e-5)
+    x = torch.randn(64, 4) * 10
+    clipped = 0
+    for _ in range(25):
+        ours.zero_grad()
+        loss = model(x).pow(2).mean()
+        loss.backward()
+        norm = guard.step(ours, loss, list(model.parameters()), max_norm=0.5)
+        theirs.zero_grad()
+        twin(x).pow(2).mean().backward()
+        their_norm = float(torch.nn.utils.clip_grad_norm_(twin.parameters(), 0.5))
+        theirs.step()
+        assert norm == pytest.approx(their_norm, rel=1e-4)
+        clipped += their_norm > 0.5
+    assert clipped >= 10  # clipping was at work
+    for a, b in zip(model.parameters(), twin.parameters(), strict=True):
+        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6)
+
+
+def test_adam_keeps_stepping_parameters_whose_data_was_replaced() -> None:
+    """``vector_to_parameters`` (a learner loading flat weights) points the parameters at
+    new memory: the optimizer steps them there, with the moments it had."""
+    model, twin = _nets()
+    ours = Adam(model.parameters(), lr=3e-3)
+    theirs = torch.optim.Adam(twin.parameters(), lr=3e-3)
+    x = torch.randn(64, 4)
+    for step in range(20):
+        if step == 10:
+            vector = torch.nn.utils.parameters_to_vector(twin.parameters()).detach() * 0.5
+            torch.nn.utils.vector_to_parameters(vector.clone(), model.parameters())
+            torch.nn.utils.vector_to_parameters(vector.clone(), twin.parameters())
+            assert ours.flat_grad() is None  # the per-tensor path from here
+        for net, opt in ((model, ours), (twin, theirs)):
+            opt.zero_grad()
+            net(x).pow(2).mean().backward()
+            opt.step()
+    for a, b in zip(model.parameters(), twin.parameters(), strict=True):
+        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6)
+
+
+def test_two_adams_sharing_parameters_both_step_them() -> None:
+    """An encoder shared by two optimizers (an actor's and a critic's): the second cannot
+    move it into its own buffer, and takes the per-tensor path."""
+    torch.manual_seed(0)
+    encoder, head_a, head_b = torch.nn.Linear(4, 8), torch.nn.Linear(8, 1), torch.nn.Linear(8, 1)
+    twins = copy.deepcopy((encoder, head_a, head_b))
+    ours = [Adam([*encoder.parameters(), *head.parameters()], lr=1e-2) for head in (head_a, head_b)]
+    theirs = [torch.optim.Adam([*twins[0].parameters(), *head.parameters()], lr=1e-2) for head in twins[1:]]
+    x = torch.randn(32, 4)
+    for _ in range(10):
+        for enc, heads, opts in ((encoder, (head_a, head_b), ours), (twins[0], twins[1:], theirs)):
+            for head, opt in zip(heads, opts, strict=True):
+                opt.zero_grad()
+                head(torch.tanh(enc(x))).pow(2).mean().backward()
+                opt.step()
+    for a, b in zip([*encoder.parameters(), *head_a.parameters(), *head_b.parameters()],
+                    [p for m in twins for p in m.parameters()], strict=True):  # fmt: skip
+        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6)
+
+
+def test_adam_state_round_trip_continues_the_same_steps() -> None:
+    model, twin = _nets()
+    ours = Adam(model.parameters(), lr=3e-3)
+    x = torch.randn(64, 4)
+
+    def train(net: torch.nn.Module, opt: Adam, steps: int) -> None:
+        for _ in range(steps):
+            opt.zero_grad()
+            net(x).pow(2).mean().backward()
+            opt.step()
+
+    train(model, ours, 5)
+    twin.load_state_dict(model.state_dict())
+    restored = Adam(twin.parameters(), lr=1.0)
+    restored.load_state_dict(copy.deepcopy(ours.state_dict()))
+    train(model, ours, 5)
+    train(twin, restored, 5)
+    for a, b in zip(model.parameters(), twin.parameters(), strict=True):
+        torch.testing.assert_close(a, b)
