@@ -56,12 +56,22 @@ def flat_weights(module: nn.Module, version: int) -> FlatWeights:
 
 
 def load_flat_weights(module: nn.Module, vector: np.ndarray) -> None:
-    """Load a flat vector into ``module``'s parameters, on whatever device they live."""
-    import torch
-    from torch import nn
+    """Copy a flat vector into ``module``'s parameters, on whatever device they live.
 
-    device = next(module.parameters()).device
-    nn.utils.vector_to_parameters(torch.as_tensor(vector).to(device), module.parameters())
+    In place, unlike ``vector_to_parameters`` (which points each parameter at a slice of
+    the vector): the parameters keep their own memory, so they never alias a received
+    array, and an optimizer that holds them in one buffer (``optim.Adam``) keeps them."""
+    import torch
+
+    params = list(module.parameters())
+    source = torch.as_tensor(vector).to(params[0].device)
+    if source.numel() != sum(p.numel() for p in params):
+        raise ValueError(f"weights of {source.numel()} values for a network of {sum(p.numel() for p in params)}")
+    with torch.no_grad():
+        offset = 0
+        for p in params:
+            p.copy_(source[offset : offset + p.numel()].view_as(p))
+            offset += p.numel()
 
 
 @runtime_checkable

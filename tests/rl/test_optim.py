@@ -71,7 +71,7 @@ def test_adam_with_guard_clipping_matches_torch_clip_and_adam() -> None:
 
 
 def test_adam_keeps_stepping_parameters_whose_data_was_replaced() -> None:
-    """``vector_to_parameters`` (a learner loading flat weights) points the parameters at
+    """``vector_to_parameters`` (code of a user's, on the learner's model) points the parameters at
     new memory: the optimizer steps them there, with the moments it had."""
     model, twin = _nets()
     ours = Adam(model.parameters(), lr=3e-3)
@@ -130,3 +130,26 @@ def test_adam_state_round_trip_continues_the_same_steps() -> None:
     train(twin, restored, 5)
     for a, b in zip(model.parameters(), twin.parameters(), strict=True):
         torch.testing.assert_close(a, b)
+
+
+def test_loading_flat_weights_copies_into_the_parameters_the_optimizer_holds() -> None:
+    """A learner's ``set_weights`` copies in place: the parameters stay in Adam's buffer (its
+    one-vector path goes on) and never alias the array they were loaded from."""
+    import gymnasium as gym
+
+    from asyncflow.rl.actor_critic import ActorCriticPolicy
+    from asyncflow.rl.policy import FlatWeights
+
+    env = gym.make("CartPole-v1")
+    policy = ActorCriticPolicy(env.observation_space, env.action_space)
+    optimizer = policy.optimizer
+    vector = policy.get_weights().vector * 0.5
+    policy.set_weights(FlatWeights(vector, 3))
+    assert (policy.get_weights().vector == vector).all()
+    vector[:] = 7.0  # the received array, reused
+    assert (policy.get_weights().vector != 7.0).all()
+    logits, values = policy.model(torch.zeros(2, 4))
+    (logits.sum() + values.sum()).backward()
+    assert optimizer.flat_grad() is not None
+    with pytest.raises(ValueError, match="weights of 9154 values for a network of 9155"):
+        policy.set_weights(FlatWeights(vector[:-1], 4))
