@@ -14,10 +14,10 @@ its gradient norm 30 more: a quarter of a PPO minibatch step on CartPole. So
 ``.data`` becomes a view of it: the module sees no difference), keeps its
 moments flat too, and steps on the concatenated gradient: seven operations
 whatever the number of tensors, and ``UpdateGuard`` clips that one vector.
-Where that cannot hold (mixed dtypes or devices, a parameter that is already
-a view, such as one shared with another optimizer, or parameters whose data
-was replaced since, as ``vector_to_parameters`` does) the step takes the
-per-tensor path, with the same state.
+Where that cannot hold (mixed dtypes or devices; a parameter that lives in
+a larger storage, such as one that another optimizer's buffer already holds;
+parameters whose data was replaced since, as ``vector_to_parameters`` does)
+the step takes the per-tensor path, with the same state.
 """
 
 from __future__ import annotations
@@ -121,8 +121,9 @@ def _flatten(params: list[torch.nn.Parameter]) -> torch.Tensor | None:
     first = params[0]
     for p in params:
         if (p.dtype != first.dtype or p.device != first.device or p.layout != torch.strided
-                or p._base is not None or not p.is_contiguous()):  # fmt: skip
-            return None  # a view (a parameter shared with another optimizer's buffer), a strided format
+                or not p.is_contiguous() or p.storage_offset() != 0
+                or p.untyped_storage().nbytes() != p.numel() * p.element_size()):  # fmt: skip
+            return None  # part of a larger storage (another optimizer's buffer), another format
     with torch.no_grad():
         flat = torch.cat([p.detach().reshape(-1) for p in params])
         for p, view in zip(params, _views(flat, params), strict=True):

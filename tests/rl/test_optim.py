@@ -99,6 +99,9 @@ def test_two_adams_sharing_parameters_both_step_them() -> None:
     twins = copy.deepcopy((encoder, head_a, head_b))
     ours = [Adam([*encoder.parameters(), *head.parameters()], lr=1e-2) for head in (head_a, head_b)]
     theirs = [torch.optim.Adam([*twins[0].parameters(), *head.parameters()], lr=1e-2) for head in twins[1:]]
+    assert ours[1].flat_grad() is None  # the per-tensor path (its parameters' gradients are not there yet either)
+    head_a(torch.tanh(encoder(torch.randn(2, 4)))).sum().backward()
+    assert ours[0].flat_grad() is not None  # the first still holds its buffer
     x = torch.randn(32, 4)
     for _ in range(10):
         for enc, heads, opts in ((encoder, (head_a, head_b), ours), (twins[0], twins[1:], theirs)):
