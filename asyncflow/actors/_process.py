@@ -20,6 +20,7 @@ import asyncio
 import contextlib
 import itertools
 import multiprocessing
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from multiprocessing.process import BaseProcess
@@ -108,6 +109,7 @@ class ProcessTransport:
             opts.torch_threads,
             opts.niceness,
             self.event_loop,
+            frozenset(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
         )
         process = self._process = _make_process(opts.start_method, boot, f"asyncflow:{self.name}")
         self._ready = loop.create_future()

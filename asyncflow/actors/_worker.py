@@ -13,6 +13,7 @@ even while a long sync method holds the loop.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import inspect
 import os
 import select
@@ -71,6 +72,9 @@ class Bootstrap:
     torch_threads: int | None
     niceness: int
     event_loop: EventLoopKind
+    cpus: frozenset[int] | None
+    """The driver's CPUs (its affinity), which the actor takes: an early fork server may
+    have imported on one CPU only (``_runtime._pin_early_servers``). None: left as is."""
 
 
 def method_table(obj: object) -> dict[str, bool]:
@@ -108,6 +112,9 @@ def main(boot: Bootstrap) -> None:
     signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
     limit_threads(boot.torch_threads)
     lower_priority(boot.niceness)
+    if boot.cpus is not None:
+        with contextlib.suppress(OSError):
+            os.sched_setaffinity(0, boot.cpus)
     loop = new_actor_loop(boot.event_loop)
     asyncio.set_event_loop(loop)
     rings = [Ring(boot.request_ring), Ring(boot.reply_ring)]

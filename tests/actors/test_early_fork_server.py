@@ -10,6 +10,8 @@ import subprocess
 import sys
 import textwrap
 
+from asyncflow.actors._runtime import SHARED_CORE_MAX_CPUS
+
 # Prints, from /proc, the driver's fork servers (children running forkserver's main)
 # right after the import, the same after a runtime ran, and the torch server's pid. The
 # workers run torch unless PROBE_INFERENCE says otherwise.
@@ -33,6 +35,10 @@ _PROBE = textwrap.dedent(
         return found
 
     started_before_torch = fs._forkserver._forkserver_pid is not None
+    from asyncflow.actors import start_fork_server_early
+
+    start_fork_server_early()  # what importing the algorithms does first; they are importing now
+    server_cpus = sorted({cpu for pid in servers() for cpu in os.sched_getaffinity(pid)})
     import asyncflow.algorithms
     after_import = servers()
     torch_server = fs._forkserver._forkserver_pid
@@ -42,12 +48,16 @@ _PROBE = textwrap.dedent(
         async with PG(PGConfig(env="CartPole-v1", num_workers=1, train_batch_size=64,
                                rollout_fragment_length=64, num_envs_per_worker=1,
                                worker_inference=os.environ.get("PROBE_INFERENCE", "torch"))) as algo:
+            worker_cpus = sorted(os.sched_getaffinity(algo.workers.workers[0].pid))
             async for result in algo.train():
-                return result["num_env_steps_sampled"]
+                return result["num_env_steps_sampled"], worker_cpus
 
-    steps = asyncio.run(main())
-    print("BEFORE", started_before_torch, "AFTER_IMPORT", after_import, "AFTER_RUN", servers(),
-          "STEPS", steps, "TORCH_SERVER", torch_server)
+    steps, worker_cpus = asyncio.run(main())
+    after_run = servers()
+    cpus_after = sorted({cpu for pid in after_run for cpu in os.sched_getaffinity(pid)})
+    print("BEFORE", started_before_torch, "AFTER_IMPORT", after_import, "AFTER_RUN", after_run,
+          "STEPS", steps, "TORCH_SERVER", torch_server, "SERVER_CPUS", server_cpus, "WORKER_CPUS", worker_cpus,
+          "SERVER_CPUS_AFTER", cpus_after)
     """
 )
 
@@ -57,7 +67,16 @@ def _probe(**env: str) -> dict[str, object]:
                          env={**os.environ, **env})  # fmt: skip
     assert out.returncode == 0, out.stderr[-3000:]
     words = out.stdout.split()
-    keys = ["BEFORE", "AFTER_IMPORT", "AFTER_RUN", "STEPS", "TORCH_SERVER"]
+    keys = [
+        "BEFORE",
+        "AFTER_IMPORT",
+        "AFTER_RUN",
+        "STEPS",
+        "TORCH_SERVER",
+        "SERVER_CPUS",
+        "WORKER_CPUS",
+        "SERVER_CPUS_AFTER",
+    ]
     marks = [words.index(key) for key in keys] + [len(words)]
     return {key: eval(" ".join(words[a + 1 : b])) for key, a, b in zip(keys, marks, marks[1:], strict=False)}
 
@@ -84,3 +103,18 @@ def test_the_early_start_can_be_turned_off() -> None:
     out = _probe(ASYNCFLOW_EARLY_FORK_SERVER="0")
     assert out["AFTER_IMPORT"] == []  # nothing until the first runtime
     assert len(out["AFTER_RUN"]) == 1  # type: ignore[arg-type]
+
+
+def test_on_few_cpus_the_servers_import_on_one_and_the_workers_take_the_drivers_back() -> None:
+    """Where CPUs are few the early servers import on the last one, leaving the driver a
+    core for its own import of torch; each actor runs on the driver's CPUs, and the
+    server left has them back once warm (what it forks later is not held to one)."""
+    driver = sorted(os.sched_getaffinity(0))
+    for inference in ("torch", "auto"):  # forked from the torch server, and from the spare
+        out = _probe(PROBE_INFERENCE=inference)
+        if len(driver) <= SHARED_CORE_MAX_CPUS:
+            assert out["SERVER_CPUS"] == [driver[-1]]  # read as they start: torch takes them a second
+        else:
+            assert out["SERVER_CPUS"] == driver
+        assert out["WORKER_CPUS"] == driver
+        assert out["SERVER_CPUS_AFTER"] == driver
