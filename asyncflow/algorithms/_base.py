@@ -36,6 +36,7 @@ from ..rl.env_checks import env_name
 from ..rl.evaluation_worker import EvaluationWorker, summarize_episodes
 from ..rl.models import build_model, check_model, model_name
 from ..rl.models.config import ModelConfig
+from ..rl.nets import one_torch_thread
 from ..rl.normalization import NormalizerState, check_normalizable
 from ..rl.numpy_policy import NumpyActorCriticPolicy
 from ..rl.policy import PolicyFactory, WorkerPolicy, check_learner
@@ -177,10 +178,11 @@ class Algorithm:
         check_observation_space(observation_space, custom_model=custom, field=field)
         has_action_mask(observation_space, action_space)  # a mask that does not fit the actions: ConfigError
         check_action_space(action_space, family, type(self).__name__, field=field)
-        model = build_model(spec, observation_space, action_space, family, **options)
-        check_model(model, family, observation_space, action_space, algorithm=type(self).__name__,
-                    name=model_name(spec), gaussian=options.get("gaussian", True),
-                    num_q=options.get("num_q", 2))  # fmt: skip
+        with one_torch_thread():  # small ops, at start-up: no thread team to wait for (nets.py)
+            model = build_model(spec, observation_space, action_space, family, **options)
+            check_model(model, family, observation_space, action_space, algorithm=type(self).__name__,
+                        name=model_name(spec), gaussian=options.get("gaussian", True),
+                        num_q=options.get("num_q", 2))  # fmt: skip
 
     def model_options(self) -> dict[str, Any]:
         """How the built-in model is shaped for this algorithm (``build_model``'s keywords)."""

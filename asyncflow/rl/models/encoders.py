@@ -28,6 +28,7 @@ from torch import nn
 from torch.nn import functional
 
 from ...errors import ConfigError
+from ..nets import orthogonal_
 from ..spaces import is_image
 
 __all__ = ["CNNEncoder", "Encoder", "NATURE_FILTERS", "SMALL_FILTERS", "build_encoder"]
@@ -108,7 +109,7 @@ class CNNEncoder(Encoder):
         channels = in_channels
         for out_channels, kernel, stride in filters:
             conv = nn.Conv2d(channels, int(out_channels), int(kernel), int(stride))
-            nn.init.orthogonal_(conv.weight, float(np.sqrt(2)))
+            orthogonal_(conv.weight, float(np.sqrt(2)))
             nn.init.zeros_(conv.bias)  # type: ignore[arg-type]
             layers += [conv, nn.ReLU()]
             channels = int(out_channels)
