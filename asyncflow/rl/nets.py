@@ -40,8 +40,8 @@ class MLP(nn.Sequential):
 
 @contextlib.contextmanager
 def one_torch_thread() -> Iterator[None]:
-    """Torch ops on one thread in this block (torch's thread count is per thread: only
-    the calling thread's changes, and it is put back).
+    """Torch ops on one thread in this block, then the count as it was (torch keeps it per
+    thread: threads already running, such as the learner's, keep theirs).
 
     For the small ops a driver runs before training (the model's orthogonal init, the
     config check's forward pass): the first multi-threaded op of a process starts
