@@ -40,8 +40,9 @@ class MLP(nn.Sequential):
 
 @contextlib.contextmanager
 def one_torch_thread() -> Iterator[None]:
-    """Torch ops on one thread in this block, then the count as it was (torch keeps it per
-    thread: threads already running, such as the learner's, keep theirs).
+    """Torch ops on one thread in this block, then the count as it was. A thread that set
+    its own count keeps it (the learner thread sets its own before each step,
+    ``flow/train.py``); one that never did reads this one meanwhile.
 
     For the small ops a driver runs before training (the model's orthogonal init, the
     config check's forward pass): the first multi-threaded op of a process starts
