@@ -40,9 +40,9 @@ class MLP(nn.Sequential):
 
 @contextlib.contextmanager
 def one_torch_thread() -> Iterator[None]:
-    """Torch ops on one thread in this block, then the count as it was. A thread that set
-    its own count keeps it (the learner thread sets its own before each step,
-    ``flow/train.py``); one that never did reads this one meanwhile.
+    """Torch ops on one thread in this block, then the count as it was. Where it is used no
+    learner step runs yet (and the learner thread sets its own count before each step,
+    ``flow/train.py``).
 
     For the small ops a driver runs before training (the model's orthogonal init, the
     config check's forward pass): the first multi-threaded op of a process starts
