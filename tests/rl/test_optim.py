@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+from typing import Any
 
 import pytest
 import torch
@@ -10,28 +11,35 @@ import torch
 from asyncflow.rl.optim import Adam, UpdateGuard
 
 
-def test_adam_matches_torch() -> None:
+def _nets() -> tuple[torch.nn.Module, torch.nn.Module]:
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Linear(4, 16), torch.nn.Tanh(), torch.nn.Linear(16, 2))
-    twin = copy.deepcopy(model)
+    return model, copy.deepcopy(model)
+
+
+def _step_each(pairs: Any, x: torch.Tensor) -> None:
+    """One step of each (network, optimizer) pair on the loss ``mean(net(x) ** 2)``."""
+    for net, opt in pairs:
+        opt.zero_grad()
+        net(x).pow(2).mean().backward()
+        opt.step()
+
+
+def _assert_same_weights(ours: Any, theirs: Any) -> None:
+    for a, b in zip(ours, theirs, strict=True):
+        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6)
+
+
+def test_adam_matches_torch() -> None:
+    model, twin = _nets()
     ours = Adam(model.parameters(), lr=3e-3, eps=1e-5)
     theirs = torch.optim.Adam(twin.parameters(), lr=3e-3, eps=1e-5)
     x = torch.randn(64, 4)
     start = model[0].weight.detach().clone()
     for _ in range(25):
-        for net, opt in ((model, ours), (twin, theirs)):
-            opt.zero_grad()
-            net(x).pow(2).mean().backward()
-            opt.step()
-    for a, b in zip(model.parameters(), twin.parameters(), strict=True):
-        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6)
+        _step_each(((model, ours), (twin, theirs)), x)
+    _assert_same_weights(model.parameters(), twin.parameters())
     assert (model[0].weight - start).abs().max() > 1e-3  # the weights really moved
-
-
-def _nets() -> tuple[torch.nn.Module, torch.nn.Module]:
-    torch.manual_seed(0)
-    model = torch.nn.Sequential(torch.nn.Linear(4, 16), torch.nn.Tanh(), torch.nn.Linear(16, 2))
-    return model, copy.deepcopy(model)
 
 
 def test_adam_steps_one_flat_buffer_that_the_module_sees() -> None:
@@ -66,8 +74,7 @@ def test_adam_with_guard_clipping_matches_torch_clip_and_adam() -> None:
         assert norm == pytest.approx(their_norm, rel=1e-4)
         clipped += their_norm > 0.5
     assert clipped >= 10  # clipping was at work
-    for a, b in zip(model.parameters(), twin.parameters(), strict=True):
-        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6)
+    _assert_same_weights(model.parameters(), twin.parameters())
 
 
 def test_adam_keeps_stepping_parameters_whose_data_was_replaced() -> None:
@@ -83,12 +90,8 @@ def test_adam_keeps_stepping_parameters_whose_data_was_replaced() -> None:
             torch.nn.utils.vector_to_parameters(vector.clone(), model.parameters())
             torch.nn.utils.vector_to_parameters(vector.clone(), twin.parameters())
             assert ours.flat_grad() is None  # the per-tensor path from here
-        for net, opt in ((model, ours), (twin, theirs)):
-            opt.zero_grad()
-            net(x).pow(2).mean().backward()
-            opt.step()
-    for a, b in zip(model.parameters(), twin.parameters(), strict=True):
-        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6)
+        _step_each(((model, ours), (twin, theirs)), x)
+    _assert_same_weights(model.parameters(), twin.parameters())
 
 
 def test_two_adams_sharing_parameters_both_step_them() -> None:
@@ -109,9 +112,8 @@ def test_two_adams_sharing_parameters_both_step_them() -> None:
                 opt.zero_grad()
                 head(torch.tanh(enc(x))).pow(2).mean().backward()
                 opt.step()
-    for a, b in zip([*encoder.parameters(), *head_a.parameters(), *head_b.parameters()],
-                    [p for m in twins for p in m.parameters()], strict=True):  # fmt: skip
-        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6)
+    _assert_same_weights([p for m in (encoder, head_a, head_b) for p in m.parameters()],
+                         [p for m in twins for p in m.parameters()])  # fmt: skip
 
 
 def test_adam_state_round_trip_continues_the_same_steps() -> None:
