@@ -22,7 +22,7 @@ from __future__ import annotations
 import ctypes
 import re
 
-__all__ = ["limit_blas_threads"]
+__all__ = ["limit_blas_threads", "loaded_openblas"]
 
 _SETTERS = (
     "openblas_set_num_threads",
@@ -33,19 +33,26 @@ _SETTERS = (
 """The names OpenBLAS builds export it under: plain, 64-bit interface, numpy's prefixed builds."""
 
 
-def limit_blas_threads(threads: int) -> int:
-    """Set every loaded OpenBLAS to ``threads`` threads; how many libraries were set."""
+def loaded_openblas() -> list[ctypes.CDLL]:
+    """Every OpenBLAS this process has loaded (none where there is no ``/proc``)."""
     try:
         with open("/proc/self/maps") as maps:
             paths = sorted(set(re.findall(r"(/\S*openblas\S*\.so\S*)", maps.read())))
     except OSError:
-        return 0
-    done = 0
+        return []
+    libraries = []
     for path in paths:
         try:
-            lib = ctypes.CDLL(path)
+            libraries.append(ctypes.CDLL(path))
         except OSError:
             continue
+    return libraries
+
+
+def limit_blas_threads(threads: int) -> int:
+    """Set every loaded OpenBLAS to ``threads`` threads; how many libraries were set."""
+    done = 0
+    for lib in loaded_openblas():
         for name in _SETTERS:
             setter = getattr(lib, name, None)
             if setter is not None:

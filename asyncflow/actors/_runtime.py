@@ -157,6 +157,7 @@ class Runtime:
                 global _fork_server_used
                 _fork_server_used = True
                 _kill_spare()  # the server it starts from is the one it keeps
+                _unpin_early_servers()  # the driver's imports are over: what it forks gets every CPU
                 ctx = multiprocessing.get_context("forkserver")
                 ctx.set_forkserver_preload(self._preload)
                 # Warm the fork server in the background: its first child waits
@@ -407,11 +408,11 @@ def _pin_early_servers() -> None:
     against 1.91-2.01 s (4 runs each, torch alone 1.34-1.50 s), ``startup.py`` gave the
     first PPO result 1.97 s after launch against 2.23 s in the same hour, and DQN's
     (whose workers come from the torch server) came 2.21-2.43 s against 2.24-2.35 s
-    (2-core VM, 2026-12-04). The warm-up gives the servers all the driver's CPUs back
-    (``_unpin_early_servers``), so what they fork later (a gymnasium ``AsyncVectorEnv``
-    on the forkserver context) is not held to one; an actor forked before that takes
-    the driver's CPUs itself as it starts (``Bootstrap.cpus``). Where the OS has no CPU
-    affinity, nothing happens."""
+    (2-core VM, 2026-12-04). The warm-up, or the first runtime, whichever comes first,
+    gives the servers all the driver's CPUs back (``_unpin_early_servers``), so what they
+    fork later (a gymnasium ``AsyncVectorEnv`` on the forkserver context) is not held to
+    one; an actor forked before that takes the driver's CPUs itself as it starts
+    (``Bootstrap.cpus``). Where the OS has no CPU affinity, nothing happens."""
     global _pinned
     if not hasattr(os, "sched_setaffinity"):
         return

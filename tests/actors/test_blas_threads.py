@@ -3,14 +3,11 @@ fork server imported numpy before the actor could set ``OPENBLAS_NUM_THREADS``."
 
 from __future__ import annotations
 
-import ctypes
-import re
-
 import numpy as np
 import pytest
 
 import asyncflow
-from asyncflow.actors._blas import limit_blas_threads
+from asyncflow.actors._blas import limit_blas_threads, loaded_openblas
 
 _GETTERS = ("openblas_get_num_threads", "openblas_get_num_threads64_", "scipy_openblas_get_num_threads64_",
             "scipy_openblas_get_num_threads")  # fmt: skip
@@ -19,14 +16,7 @@ _GETTERS = ("openblas_get_num_threads", "openblas_get_num_threads64_", "scipy_op
 def openblas_threads() -> list[int]:
     """The thread count of each OpenBLAS loaded in this process, asked of the library itself."""
     np.ones((2, 2)) @ np.ones((2, 2))  # numpy's BLAS is loaded with numpy; this makes sure it ran
-    with open("/proc/self/maps") as maps:
-        paths = sorted(set(re.findall(r"(/\S*openblas\S*\.so\S*)", maps.read())))
-    counts = []
-    for path in paths:
-        lib = ctypes.CDLL(path)
-        getter = next(getattr(lib, name) for name in _GETTERS if hasattr(lib, name))
-        counts.append(int(getter()))
-    return counts
+    return [int(next(getattr(lib, name) for name in _GETTERS if hasattr(lib, name))()) for lib in loaded_openblas()]
 
 
 class BlasReporter:
