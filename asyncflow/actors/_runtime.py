@@ -329,17 +329,23 @@ def start_fork_server(preload: Sequence[str] | None = None) -> None:
     multiprocessing.get_context("forkserver").set_forkserver_preload(
         preload_with_quick_exit(default_preload() if preload is None else preload)
     )
-    if threading.current_thread() is threading.main_thread():
+    main = threading.current_thread() is threading.main_thread()
+    if main:
         # The tracker first: its start unblocks SIGINT when it is done.
         global _tracker_started_with_server
         if multiprocessing.resource_tracker._resource_tracker._fd is None:  # type: ignore[attr-defined]
             _tracker_started_with_server = True
         multiprocessing.resource_tracker.ensure_running()
-        with _sigint_blocked():
+    with _sigint_blocked():
+        if main:
             multiprocessing.forkserver.ensure_running()
-    warmup = threading.Thread(target=_warm_forkserver, name="asyncflow-forkserver-warmup", daemon=True)
-    warmup.start()
-    _warmups[:] = [*(t for t in _warmups if t.is_alive()), warmup]
+        # Listed before it starts, so that stopping the server finds it even when a
+        # Ctrl-C is raised in Thread.start; it keeps SIGINT blocked for its life.
+        warmup = threading.Thread(
+            target=_warm_forkserver, args=(_fork_server_pid(),), name="asyncflow-forkserver-warmup", daemon=True
+        )
+        _warmups[:] = [*(t for t in _warmups if t.is_alive()), warmup]
+        warmup.start()
 
 
 @contextlib.contextmanager
@@ -347,10 +353,12 @@ def _sigint_blocked() -> Iterator[None]:
     """Started with SIGINT blocked (the signal mask survives fork and exec), a fork
     server stays quiet on a Ctrl-C while it imports torch, then ignores SIGINT itself
     (forkserver.main); its actors ignore it too (_worker.main): the driver stops them.
-    Blocked, not ignored, in this process, as the resource tracker's own start does: a
-    Ctrl-C that comes in the meantime waits and is raised here once the server is
-    started. Ignoring it for that moment lost it, and the driver trained on (1 CI run
-    in several, since this runs while the driver imports torch). Main thread only."""
+    Blocked, not ignored, in this thread, as the resource tracker's own start does: a
+    Ctrl-C that comes in the meantime is not lost. Ignoring it for that moment lost it,
+    and the driver trained on (1 CI run in several, since this runs while the driver
+    imports torch). Another thread of this process may still take the signal (numpy's
+    BLAS threads have it unblocked), and Python then raises it in the main thread at
+    once: what is started here is listed first, so that stopping finds it."""
     previous = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
     try:
         yield
@@ -385,9 +393,9 @@ def start_fork_server_early() -> None:
         global _spare
         spare = multiprocessing.forkserver.ForkServer()
         spare.set_forkserver_preload(preload_with_quick_exit(TORCH_FREE_PRELOAD))
+        _spare = spare  # first: a Ctrl-C raised in its start still finds it to stop
         with _sigint_blocked():
             spare.ensure_running()
-        _spare = spare
     _pin_early_servers()
 
 
@@ -493,11 +501,15 @@ def _kill_main_server() -> None:
     if _fork_server_pid() is None:
         return
     _stopping_server.set()
-    _kill(_main_server())
-    for warmup in _warmups:
-        warmup.join()  # it returns as soon as its connection breaks
+    try:
+        while _fork_server_pid() is not None:  # again if a warm-up restarted it meanwhile
+            _kill(_main_server())
+            for warmup in _warmups:
+                if warmup.is_alive():
+                    warmup.join()  # it returns as soon as its connection breaks
+    finally:
+        _stopping_server.clear()
     _warmups.clear()
-    _stopping_server.clear()
 
 
 def _kill_spare() -> None:
@@ -519,13 +531,17 @@ def _fork_server_pid() -> int | None:
     return multiprocessing.forkserver._forkserver._forkserver_pid  # type: ignore[attr-defined, no-any-return]
 
 
-def _warm_forkserver() -> None:
+def _warm_forkserver(server_pid: int | None = None) -> None:
+    """Start a no-op actor: it starts once the server has imported. ``server_pid``: the
+    server already running when this was asked for; None starts one if none runs."""
     try:
+        if _stopping_server.is_set():
+            return  # stopped before this thread ran: starting an actor would restart the server
         process = ActorProcess(target=_noop, name="asyncflow:warmup")
         process.start()
     except (OSError, EOFError):
-        if _stopping_server.is_set():
-            return  # stop_fork_server() stopped the server meanwhile
+        if _stopping_server.is_set() or server_pid not in (None, _fork_server_pid()):
+            return  # the server was stopped, or replaced, meanwhile
         raise
     finally:
         _unpin_early_servers()  # warm (the spare's imports are the shorter), or gone
