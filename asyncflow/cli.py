@@ -22,6 +22,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from . import _interrupts
 from .errors import AsyncflowError, ConfigError, RemoteTraceback
 
 __all__ = ["main"]
@@ -188,11 +189,13 @@ def _train(args: argparse.Namespace) -> int:
         config = _make_config(cls, args)
         algo = cls(config)  # the env and the model are checked here, in this process
         env = config.env if isinstance(config.env, str) else getattr(config.env, "__name__", "env")
+        _interrupts.check()  # before the run directory is made
         run_dir, name = make_run_dir(args.logdir, args.algo, env), args.algo
         print(f"asyncflow: training {name} on {env} with {config.num_workers} workers; logs in {run_dir}")
     if args.stop_on_evaluation and algo.config.evaluation_interval is None:
         raise ConfigError("--stop-on-evaluation needs evaluation_interval (--set evaluation_interval=N)")
     stop = Stop(args.stop_reward, args.stop_timesteps, args.stop_time, on_evaluation=args.stop_on_evaluation)
+    _interrupts.release()  # from here, asyncio's handler: Ctrl-C cancels the run
     progress = Progress(stop)
     try:
         experiment = run_experiment(algo, stop, run_dir, progress.update, checkpoint_every=args.checkpoint_every,
@@ -283,9 +286,14 @@ def main(argv: list[str] | None = None) -> int:
     from_shell = argv is None
     if from_shell and raw[:1] != ["train"]:
         os.environ["ASYNCFLOW_EARLY_FORK_SERVER"] = "0"  # evaluate, export and plot start no worker
+    if from_shell:
+        _interrupts.hold()  # a Ctrl-C in the imports is raised after them (see _interrupts)
     try:
         parser = _build_parser()  # imports the algorithms, which start the fork server early
+        _interrupts.check()
         args = parser.parse_args(argv)
+        if args.command != "train":
+            _interrupts.release()
         commands = {"train": _train, "evaluate": _evaluate, "export": _export, "plot": _plot}
         code = commands[args.command](args)
     except KeyboardInterrupt:  # before training started (imports, checks): nothing to clean up
@@ -301,6 +309,8 @@ def main(argv: list[str] | None = None) -> int:
             raise
         print(_one_line(exc), file=sys.stderr)
         return 2
+    finally:
+        _interrupts.release_quietly()
     if from_shell:
         # Run from the shell and finished: every worker is stopped and every file
         # closed. Skip the interpreter's teardown, which takes about a second
