@@ -6,6 +6,7 @@
     ├── ConfigError                bad input; raised before any process starts
     ├── CheckpointError            a checkpoint that is corrupt, foreign, or for another algorithm
     │   └── CheckpointImportError  a sound checkpoint whose code (an env's module) cannot be imported here
+    ├── NoContextError             a flow operator ran outside any plan's context
     ├── TrainingError              the run stopped rather than go on with garbage
     │   ├── EnvOutputError         an env's output broke its own space (shape, dtype, NaN or inf)
     │   ├── EnvStepTimeoutError    an async env's step did not come back within env_step_timeout_s
@@ -37,6 +38,7 @@ __all__ = [
     "ConfigError",
     "EnvOutputError",
     "EnvStepTimeoutError",
+    "NoContextError",
     "NonFiniteError",
     "RemoteError",
     "RemoteTraceback",
@@ -69,6 +71,11 @@ class CheckpointImportError(CheckpointError, ImportError):
     def __init__(self, message: str, module: str | None) -> None:
         super().__init__(message)
         self.module = module
+
+
+class NoContextError(AsyncflowError, LookupError):
+    """A flow operator ran where no ``FlowContext`` was installed: iterate the plan
+    inside ``with use_context(FlowContext()):``, or through ``Algorithm.train()``."""
 
 
 class TrainingError(AsyncflowError):

@@ -26,8 +26,8 @@ import torch
 
 from ..actors import TORCH_FREE_PRELOAD, ActorHandle, Runtime, open_runtime, prefer_torch_free_fork_server
 from ..errors import CheckpointError, ConfigError
-from ..flow._context import FlowContext, _current
-from ..flow.train import _off_loop, set_learner_threads
+from ..flow._context import FlowContext, set_context
+from ..flow.learner_thread import in_learner_thread, set_learner_threads
 from ..rl.action_mask import has_action_mask
 from ..rl.actor_critic import ActorCriticPolicy
 from ..rl.async_worker import AsyncRolloutWorker
@@ -399,7 +399,7 @@ class Algorithm:
         payload = {
             "algorithm": self.name,
             "config": self.config,
-            "learner": await _off_loop(get_state, self.learner),  # between two learner steps
+            "learner": await in_learner_thread(get_state, self.learner),  # between two learner steps
             "workers": await asyncio.gather(*(self.workers.call(w, "get_state") for w in self.workers.workers)),
             "extra": await self.extra_state(),
             "ctx": self.ctx.get_state(),
@@ -437,7 +437,7 @@ class Algorithm:
                           "statistics continue)", ResumeWarning, stacklevel=2)  # fmt: skip
         if len(states) != len(self.workers):
             raise CheckpointError(f"the checkpoint has {len(states)} workers, this run {len(self.workers)}")
-        await _off_loop(set_state, self.learner, payload["learner"])
+        await in_learner_thread(set_state, self.learner, payload["learner"])
         await asyncio.gather(
             *(self.workers.call(w, "set_state", s) for w, s in zip(self.workers.workers, states, strict=True))
         )
@@ -476,7 +476,7 @@ class Algorithm:
         """One result mapping per training iteration, for as long as you iterate."""
         if self.learner is None:
             raise RuntimeError(f"use 'async with {type(self).__name__}(config) as algo' before train()")
-        _current.set(self.ctx)  # the operators find their context here
+        set_context(self.ctx)  # the operators find their context here
         if self._plan is None:
             self._plan = self.execution_plan(self.workers, self.learner, self.config)
         async for result in self._plan:

@@ -10,7 +10,7 @@ update_worker_weights, update_target_network. Sequencing: concurrently,
 union, duplicate. Metrics: report_metrics, once_per_interval, once_per_steps.
 """
 
-from ._context import FlowContext, current_context, use_context
+from ._context import FlowContext, current_context, set_context, use_context
 from .concurrency import concurrently, dequeue, duplicate, enqueue, union
 from .generic import batch, filter, flatten, map
 from .learner import (
@@ -60,6 +60,7 @@ __all__ = [
     "replay",
     "report_metrics",
     "select_experiences",
+    "set_context",
     "standardize_fields",
     "store_to_replay_buffer",
     "sync_weights",

@@ -1,8 +1,10 @@
 """The flow context: counters, timers and learner stats of one running plan.
 
-Operators find it through a ``contextvars.ContextVar`` (set by the algorithm
-for the plan's task) or take it as an explicit ``ctx`` argument; there is no
-thread-local global.
+Operators find it through a ``contextvars.ContextVar`` (``use_context`` for a
+block, ``set_context`` for the rest of a task, as ``Algorithm.train`` does) or
+take it as an explicit ``ctx`` argument; there is no thread-local global. An
+operator that finds none raises ``NoContextError``: a context made up on the
+spot would split the counters of one plan without a word.
 
 Operators keep whatever must survive a checkpoint here too (in ``counters``
 and ``marks``), not in their generator frames: a plan rebuilt from a restored
@@ -19,7 +21,9 @@ from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["FlowContext", "current_context", "use_context"]
+from ..errors import NoContextError
+
+__all__ = ["FlowContext", "current_context", "set_context", "use_context"]
 
 NUM_ENV_STEPS_SAMPLED = "num_env_steps_sampled"
 NUM_ENV_STEPS_TRAINED = "num_env_steps_trained"
@@ -139,13 +143,21 @@ _current: ContextVar[FlowContext] = ContextVar("asyncflow_flow_context")
 
 
 def current_context() -> FlowContext:
-    """The plan's context; a fresh one is installed on first use."""
+    """The context of the plan this task runs; ``NoContextError`` where none was installed."""
     try:
         return _current.get()
     except LookupError:
-        ctx = FlowContext()
-        _current.set(ctx)
-        return ctx
+        raise NoContextError(
+            "a flow operator ran outside any plan's context: iterate the plan inside "
+            "'with use_context(FlowContext()):', or through Algorithm.train()"
+        ) from None
+
+
+def set_context(ctx: FlowContext) -> None:
+    """Make ``ctx`` the calling task's context from now on (tasks it starts inherit it).
+    For an async generator, which a ``with use_context`` block cannot span: its
+    ``async for`` may resume it from another task each time."""
+    _current.set(ctx)
 
 
 @contextlib.contextmanager

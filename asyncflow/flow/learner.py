@@ -36,7 +36,7 @@ from ..rl.worker_set import WorkerSet
 from ._context import NUM_ENV_STEPS_TRAINED, NUM_LEARNER_STEPS, FlowContext, current_context
 from ._util import closing, named
 from .concurrency import _fan_in
-from .train import _off_loop
+from .learner_thread import in_learner_thread
 
 __all__ = [
     "Trained",
@@ -84,7 +84,7 @@ async def train_step(
         async with closing(source) as batches:
             async for batch in batches:
                 with ctx.timer("learn"):
-                    item = await _off_loop(_learn, learner, batch)
+                    item = await in_learner_thread(_learn, learner, batch)
                 _record(ctx, item)
                 yield item
 
@@ -107,7 +107,7 @@ async def train_async(
         async with closing(_fan_in([source], maxsize=queue_size)) as batches:
             async for _, batch in batches:
                 with ctx.timer("learn"):
-                    item = await _off_loop(_learn, learner, batch)
+                    item = await in_learner_thread(_learn, learner, batch)
                 _record(ctx, item)
                 yield item
 
@@ -143,7 +143,7 @@ async def sync_weights(
             async for item in items:
                 count += 1
                 if count % every == 0:
-                    weights = await _off_loop(learner.get_weights)  # between two learner steps
+                    weights = await in_learner_thread(learner.get_weights)  # between two learner steps
                     if to_source and isinstance(item.source, ActorHandle) and item.source in workers.workers:
                         await workers.broadcast(weights, to=[item.source])
                     else:
@@ -171,7 +171,7 @@ async def update_target_network(
             async for item in items:
                 progress = ctx.get(counter)
                 if progress - ctx.marks.get(mark, 0) >= freq:
-                    await _off_loop(learner.update_target)
+                    await in_learner_thread(learner.update_target)
                     ctx.add(NUM_TARGET_UPDATES, 1)
                     ctx.marks[mark] = progress
                 yield item
@@ -190,7 +190,7 @@ async def update_worker_weights(
                 if isinstance(worker, ActorHandle):
                     since[worker] = since.get(worker, 0) + len(batch)
                     if since[worker] >= max_delay_steps:
-                        weights = await _off_loop(learner.get_weights)
+                        weights = await in_learner_thread(learner.get_weights)
                         await workers.broadcast(weights, to=[worker])
                         since[worker] = 0
                 yield batch

@@ -1,13 +1,11 @@
 """Transformation operators on experience: batching, selecting, normalizing,
 training and gradient handling. The learner's torch work runs off the event
-loop in one dedicated thread, so the loop stays responsive while it trains."""
+loop in one dedicated thread (``learner_thread``), so the loop stays responsive
+while it trains."""
 
 from __future__ import annotations
 
-import asyncio
-import functools
-from collections.abc import AsyncIterable, AsyncIterator, Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import AsyncIterable, AsyncIterator, Sequence
 from typing import TypeVar
 
 import numpy as np
@@ -17,50 +15,10 @@ from ..rl.sample_batch import MultiAgentBatch, SampleBatch, concat_samples
 from ..rl.worker_set import WorkerSet
 from ._context import NUM_ENV_STEPS_TRAINED, NUM_LEARNER_STEPS, FlowContext, current_context
 from ._util import closing, named
+from .learner_thread import in_learner_thread
 from .rollouts import GradientsItem
 
 R = TypeVar("R")
-
-# One learner thread, by default with one torch thread. Measured on the 2-core
-# dev VM (64x64 MLP, 256-row PPO minibatches): ~3 ms per SGD step this way,
-# 8-9 ms with torch's default two threads called from a non-main thread (OpenMP
-# gives each calling thread its own team), and asyncio.to_thread's rotating pool
-# threads pay that set-up again and again. A convolutional model is the other
-# way round (Nature CNN, 4 epochs of 256-row minibatches of 1,024 Atari frames:
-# 4.1 s with one thread, 2.6 s with two), so ``set_learner_threads`` is told
-# what the model needs (``Algorithm``: ``learner_torch_threads``).
-_learner_thread: ThreadPoolExecutor | None = None
-_learner_threads = 1
-
-
-def set_learner_threads(n: int) -> None:
-    """The torch threads the learner thread computes with from its next step on."""
-    global _learner_threads
-    _learner_threads = max(1, int(n))
-
-
-def _in_learner_thread(fn: Callable[..., R], *args: object) -> R:
-    import torch
-
-    if torch.get_num_threads() != _learner_threads:
-        torch.set_num_threads(_learner_threads)
-    return fn(*args)
-
-
-async def _off_loop(fn: Callable[..., R], *args: object) -> R:
-    global _learner_thread
-    if _learner_thread is None:
-        _learner_thread = ThreadPoolExecutor(1, "asyncflow-learner")
-    future = asyncio.get_running_loop().run_in_executor(
-        _learner_thread, functools.partial(_in_learner_thread, fn, *args)
-    )
-    try:
-        return await asyncio.shield(future)
-    except asyncio.CancelledError:
-        # The thread cannot be interrupted: let its step end before the
-        # cancellation goes on, so nobody touches a learner mid-update.
-        await asyncio.wait([future])
-        raise
 
 
 __all__ = [
@@ -135,7 +93,9 @@ async def train_one_step(
             async for batch in batches:
                 step = ctx.get(NUM_LEARNER_STEPS)  # in the context: a restored plan goes on with the next seed
                 with ctx.timer("learn"):
-                    info = await _off_loop(learner.learn_on_batch, batch, num_epochs, minibatch_size, seed + step)
+                    info = await in_learner_thread(
+                        learner.learn_on_batch, batch, num_epochs, minibatch_size, seed + step
+                    )
                 ctx.add(NUM_LEARNER_STEPS, 1)
                 ctx.add(NUM_ENV_STEPS_TRAINED, len(batch))
                 ctx.learner_info = info
@@ -151,7 +111,7 @@ async def compute_gradients(
     with named("compute_gradients"):
         async with closing(source) as batches:
             async for batch in batches:
-                grads, info = await _off_loop(learner.compute_gradients, batch)
+                grads, info = await in_learner_thread(learner.compute_gradients, batch)
                 yield GradientsItem(grads, info, len(batch), batch.source)
 
 
@@ -185,7 +145,7 @@ async def apply_gradients(
         async with closing(source) as items:
             async for item in items:
                 with ctx.timer("apply"):
-                    await _off_loop(learner.apply_gradients, item.grads)
+                    await in_learner_thread(learner.apply_gradients, item.grads)
                 ctx.add(NUM_ENV_STEPS_TRAINED, item.count)
                 ctx.learner_info = item.info
                 weights = learner.get_weights()

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 import asyncflow
-from asyncflow import ActorDiedError, flow
+from asyncflow import ActorDiedError, NoContextError, flow
 from asyncflow.flow import FlowContext
 from asyncflow.flow.learner import (
     Trained,
@@ -105,6 +105,7 @@ async def test_mix_in_replay_adds_the_asked_proportion() -> None:
 
 
 async def test_train_async_samples_while_it_trains_and_is_bounded() -> None:
+    flow.set_context(FlowContext())  # this test's plan, as Algorithm.train installs one
     pulled: list[int] = []
     learner = SlowLearner(delay=0.05)
     trained = train_async(batches(100, pulled=pulled), learner, queue_size=3)
@@ -138,6 +139,7 @@ async def test_train_step_counts_and_records_learner_info() -> None:
 
 
 async def test_update_priorities_reach_the_local_buffer() -> None:
+    flow.set_context(FlowContext())  # this test's plan, as Algorithm.train installs one
     buffer = PrioritizedReplayBuffer(16, alpha=1.0, eps=0.0)
     buffer.add(_batch(16))
     learner = SlowLearner()
@@ -148,6 +150,7 @@ async def test_update_priorities_reach_the_local_buffer() -> None:
 
 
 async def test_update_priorities_reach_the_replay_shard_the_batch_came_from() -> None:
+    flow.set_context(FlowContext())  # this test's plan, as Algorithm.train installs one
     async with asyncflow.open_runtime("process") as rt:
         shards = [await rt.spawn(ReplayActor, 32, alpha=1.0, learning_starts=8, seed=i) for i in range(2)]
         stored = store_to_replay_buffer(batches(4), shards)
@@ -220,6 +223,7 @@ async def test_update_target_network_by_rows_and_by_steps() -> None:
 
 @pytest.mark.timeout(60)
 async def test_a_killed_replay_shard_is_recreated_and_the_plan_goes_on() -> None:
+    flow.set_context(FlowContext())  # this test's plan, as Algorithm.train installs one
     async with asyncflow.open_runtime("process") as rt:
         shard = await rt.spawn(ReplayActor, 64, learning_starts=8, max_restarts=1)
         await collect(store_to_replay_buffer(batches(3), [shard]))
@@ -238,6 +242,7 @@ async def test_a_killed_replay_shard_is_recreated_and_the_plan_goes_on() -> None
 
 @pytest.mark.timeout(60)
 async def test_a_dead_replay_shard_without_restarts_fails_the_plan_loudly() -> None:
+    flow.set_context(FlowContext())  # this test's plan, as Algorithm.train installs one
     async with asyncflow.open_runtime("process") as rt:
         shard = await rt.spawn(ReplayActor, 64, learning_starts=8)
         await collect(store_to_replay_buffer(batches(3), [shard]))
@@ -250,6 +255,7 @@ async def test_a_dead_replay_shard_without_restarts_fails_the_plan_loudly() -> N
 
 
 async def test_the_two_sided_rate_limit_keeps_replay_and_storage_in_step() -> None:
+    flow.set_context(FlowContext())  # this test's plan, as Algorithm.train installs one
     buffer = ReplayBuffer(1000)
     ratio, starts = 2.0, 8
     stored = store_to_replay_buffer(batches(50), buffer, learning_starts=starts, min_replay_ratio=ratio)
@@ -276,3 +282,15 @@ async def test_the_two_sided_rate_limit_keeps_replay_and_storage_in_step() -> No
     buffer.add(_batch(2))
     assert len(await asyncio.wait_for(blocked, 1)) == 4  # 2 rows more pay for 4 replayed
     await replayed.aclose()
+
+
+async def test_an_operator_outside_any_context_says_how_to_give_it_one() -> None:
+    plan = train_step(batches(3), SlowLearner())
+    with pytest.raises(NoContextError, match="use_context"):
+        await anext(plan)
+    ctx = FlowContext()
+    with flow.use_context(ctx):
+        plan = train_step(batches(3), SlowLearner())
+        assert (await anext(plan)).count == 4
+        await plan.aclose()
+    assert ctx.get("num_env_steps_trained") == 4  # counted in the context it was given
