@@ -34,19 +34,20 @@ async def main() -> None:
         )
         await workers.broadcast(learner.get_weights())
 
-        # The plan: five operators.
-        rollouts = flow.parallel_rollouts(workers, mode="async", num_async=2)
-        batches = flow.concat_batches(rollouts, min_batch_size=2048)
-        batches = flow.standardize_fields(batches, ["advantages"])
-        trained = flow.train_one_step(batches, learner, workers, num_epochs=5, minibatch_size=256)
-        results = flow.report_metrics(trained)
+        # The plan: five operators, counting into one context.
+        with flow.use_context(flow.FlowContext()):
+            rollouts = flow.parallel_rollouts(workers, mode="async", num_async=2)
+            batches = flow.concat_batches(rollouts, min_batch_size=2048)
+            batches = flow.standardize_fields(batches, ["advantages"])
+            trained = flow.train_one_step(batches, learner, workers, num_epochs=5, minibatch_size=256)
+            results = flow.report_metrics(trained)
 
-        async for result in results:
-            print(f"iter {result['training_iteration']:3d}  steps {result['num_env_steps_sampled']:6d}  "
-                  f"return {result['episode_return_mean']:6.1f}  kl {result['learner']['kl']:.4f}")  # fmt: skip
-            if result["training_iteration"] >= args.iterations:
-                break
-        await results.aclose()  # closes the whole chain and cancels samples in flight
+            async for result in results:
+                print(f"iter {result['training_iteration']:3d}  steps {result['num_env_steps_sampled']:6d}  "
+                      f"return {result['episode_return_mean']:6.1f}  kl {result['learner']['kl']:.4f}")  # fmt: skip
+                if result["training_iteration"] >= args.iterations:
+                    break
+            await results.aclose()  # closes the whole chain and cancels samples in flight
 
 
 if __name__ == "__main__":
