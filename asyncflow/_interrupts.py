@@ -25,7 +25,6 @@ import threading
 from types import FrameType
 
 _pending = False
-_holding = False
 
 
 def _mark(signum: int, frame: FrameType | None) -> None:
@@ -38,13 +37,10 @@ def _mark(signum: int, frame: FrameType | None) -> None:
 def hold() -> None:
     """Hold Ctrl-C from now on (nothing happens off the main thread, or when
     someone else handles SIGINT already)."""
-    global _holding
     if threading.current_thread() is not threading.main_thread():
         return
-    if signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
-        return
-    signal.signal(signal.SIGINT, _mark)
-    _holding = True
+    if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+        signal.signal(signal.SIGINT, _mark)
 
 
 def check() -> None:
@@ -57,9 +53,7 @@ def check() -> None:
 
 def release() -> None:
     """Python's own handler again, then ``check()``. Idempotent."""
-    global _holding
-    if _holding:
-        _holding = False
+    if signal.getsignal(signal.SIGINT) is _mark:  # held (by hold(), in the main thread)
         signal.signal(signal.SIGINT, signal.default_int_handler)
     check()
 
