@@ -59,7 +59,7 @@ class _Method:
         return f"<method {self._name} of {self._handle!r}>"
 
 
-class _Done:
+class _AlreadyDone:
     """An awaitable that is already done."""
 
     __slots__ = ()
@@ -153,7 +153,7 @@ class ActorHandle:
         done, which is cheaper than a coroutine in that loop.
         """
         if self._restarting is None and not self._transport.backlogged:
-            return _Done()
+            return _AlreadyDone()
         return self._drain()
 
     async def _drain(self) -> None:

@@ -3,7 +3,7 @@
 Plan (RLlib Flow, Fig. 5: two branches in a weighted round robin)::
 
     store: parallel_rollouts -> store_to_replay_buffer
-    train: replay -> train_step -> update_priorities -> sync_weights [-> update_target_network]
+    train: replay -> learn_on_batches -> update_priorities -> sync_weights [-> update_target_network]
     concurrently([store, train], round_robin, weights [1, k]) -> once_per_steps -> report_metrics
 
 ``k`` comes from ``training_intensity``, the rows trained per row sampled:
@@ -20,7 +20,7 @@ from typing import Any
 
 from ..actors import Runtime
 from ..flow import concurrently, once_per_steps, parallel_rollouts, report_metrics
-from ..flow.learner import sync_weights, train_step, update_priorities, update_target_network
+from ..flow.learner import learn_on_batches, sync_weights, update_priorities, update_target_network
 from ..flow.replay import replay, store_to_replay_buffer
 from ..rl.replay_buffer import PrioritizedReplayBuffer, ReplayBuffer
 from ..rl.worker_set import WorkerSet
@@ -96,7 +96,7 @@ class ReplayAlgorithm(Algorithm):
         k = self.train_weight
         rollouts = parallel_rollouts(workers, mode="bulk_sync")
         store_op = store_to_replay_buffer(rollouts, self.buffer, learning_starts=config.learning_starts)
-        trained = train_step(replay(self.buffer, config.train_batch_size), learner)
+        trained = learn_on_batches(replay(self.buffer, config.train_batch_size), learner)
         trained = update_priorities(trained)
         train_op = sync_weights(trained, learner, workers, every=k)
         if self.target_network_update_freq is not None:  # DQN's periodic copy; SAC and TD3 update softly

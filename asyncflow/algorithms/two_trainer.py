@@ -8,7 +8,7 @@ Plan::
     ppo_rollouts, dqn_rollouts = duplicate(rollouts, 2)          # one branch per policy to train
     ppo: select_experiences(ppo_policy) -> concat_batches -> standardize_fields -> train_one_step
     dqn store: select_experiences(dqn_policy) -> store_to_replay_buffer
-    dqn train: replay(rate-limited) -> train_step -> update_priorities -> sync_weights -> update_target_network
+    dqn train: replay(rate-limited) -> learn_on_batches -> update_priorities -> sync_weights -> update_target_network
     concurrently([ppo, dqn store, dqn train], async) -> once_per_steps -> report_metrics
 
 With ``policies_to_train`` naming one policy, only its branch is built; the
@@ -23,7 +23,7 @@ the three branches can run freely without one starving the others.
 from __future__ import annotations
 
 import functools
-from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable, Mapping
 from typing import Any, cast
 
 from ..actors import ActorHandle, Runtime
@@ -39,13 +39,13 @@ from ..flow import (
     standardize_fields,
     train_one_step,
 )
-from ..flow.learner import sync_weights, train_step, update_priorities, update_target_network
+from ..flow.learner import learn_on_batches, sync_weights, update_priorities, update_target_network
 from ..flow.replay import replay, store_to_replay_buffer
 from ..rl.actor_critic import ActorCriticPolicy
 from ..rl.models.config import model_spec
 from ..rl.multi_agent import MultiAgentCartPole, make_multi_agent_env
 from ..rl.multi_agent_worker import MultiAgentRolloutWorker, PolicySpec
-from ..rl.policy import FlatWeights
+from ..rl.policy import FlatWeights, ReplayUpdate
 from ..rl.q_learning import DQNLearner, EpsilonGreedyPolicy
 from ..rl.replay_buffer import PrioritizedReplayBuffer
 from ..rl.sample_batch import MultiAgentBatch, SampleBatch
@@ -138,7 +138,7 @@ class _PolicyLearner:
     def __init__(self, policy_id: str, learner: Any) -> None:
         self.policy_id, self.learner = policy_id, learner
 
-    def learn_on_batch(self, *args: Any, **kwargs: Any) -> dict[str, Any]:
+    def learn_on_batch(self, *args: Any, **kwargs: Any) -> Mapping[str, float] | ReplayUpdate:
         return self.learner.learn_on_batch(*args, **kwargs)  # type: ignore[no-any-return]
 
     def get_weights(self) -> dict[str, FlatWeights]:
@@ -282,5 +282,5 @@ class TwoTrainer(Algorithm):
         ratio, starts = c.dqn_training_intensity, c.dqn_learning_starts
         store_op = store_to_replay_buffer(experiences, self.buffer, learning_starts=starts, min_replay_ratio=ratio)
         replayed = replay(self.buffer, c.dqn_train_batch_size, min_size=starts, max_replay_ratio=ratio)
-        trained = sync_weights(update_priorities(train_step(replayed, learner)), learner, self.workers, every=8)
+        trained = sync_weights(update_priorities(learn_on_batches(replayed, learner)), learner, self.workers, every=8)
         return [store_op, update_target_network(trained, learner, c.dqn_target_network_update_freq)]

@@ -4,7 +4,7 @@ Creation: parallel_rollouts, async_gradients, replay, dequeue.
 Transformation: concat_batches, select_experiences, standardize_fields,
 train_one_step, compute_gradients, apply_gradients, average_gradients,
 store_to_replay_buffer, mix_in_replay, enqueue, map, filter, batch, flatten.
-Learners: train_step, train_async (trains while sampling continues), and what
+Learners: learn_on_batches, train_async (trains while sampling continues), and what
 goes back to where a batch came from: sync_weights, update_priorities,
 update_worker_weights, update_target_network. Sequencing: concurrently,
 union, duplicate. Metrics: report_metrics, once_per_interval, once_per_steps.
@@ -15,9 +15,9 @@ from .concurrency import concurrently, dequeue, duplicate, enqueue, union
 from .generic import batch, filter, flatten, map
 from .learner import (
     Trained,
+    learn_on_batches,
     sync_weights,
     train_async,
-    train_step,
     update_priorities,
     update_target_network,
     update_worker_weights,
@@ -66,7 +66,7 @@ __all__ = [
     "sync_weights",
     "train_async",
     "train_one_step",
-    "train_step",
+    "learn_on_batches",
     "union",
     "update_priorities",
     "update_target_network",

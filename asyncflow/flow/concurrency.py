@@ -18,7 +18,7 @@ __all__ = ["concurrently", "dequeue", "duplicate", "enqueue", "union"]
 T = TypeVar("T")
 
 
-class _Done:
+class _ProducerEnded:
     """Marks that one producer finished (or failed, with ``error``)."""
 
     def __init__(self, error: BaseException | None = None) -> None:
@@ -88,16 +88,16 @@ async def _fan_in(ops: Sequence[AsyncIterable[Any]], maxsize: int = 1) -> AsyncI
                 async for item in items:
                     await queue.put((index, item))  # bounded: a fast op waits here
         except Exception as exc:  # noqa: BLE001 - re-raised in the consumer
-            await queue.put((index, _Done(exc)))
+            await queue.put((index, _ProducerEnded(exc)))
             return
-        await queue.put((index, _Done()))
+        await queue.put((index, _ProducerEnded()))
 
     tasks = [asyncio.ensure_future(produce(i, op)) for i, op in enumerate(ops)]
     try:
         running = len(tasks)
         while running:
             index, item = await queue.get()
-            if isinstance(item, _Done):
+            if isinstance(item, _ProducerEnded):
                 running -= 1
                 if item.error is not None:
                     raise item.error

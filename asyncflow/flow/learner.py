@@ -1,6 +1,6 @@
 """Learner operators for off-policy and asynchronous plans.
 
-``train_step`` trains on each batch as it comes; ``train_async`` keeps
+``learn_on_batches`` trains on each batch as it comes; ``train_async`` keeps
 sampling going while it trains. Both yield ``Trained`` items that remember
 where their batch came from, so the operators after them send messages back
 to that place: ``sync_weights(to_source=True)`` sends new weights to the
@@ -8,9 +8,11 @@ worker that produced the batch, ``update_priorities`` sends TD errors to the
 buffer or replay shard that held it, and ``update_target_network`` counts
 what was trained.
 
-A learner is any object with ``learn_on_batch(batch) -> dict`` and
-``get_weights()``; ``update_target()`` where a target network exists. A
-``td_error`` array in the returned dict is taken out into ``Trained.td_error``.
+A learner is a ``rl.policy.Learner``: ``learn_on_batch(batch)`` returns its stats,
+or a ``ReplayUpdate`` whose TD errors become ``Trained.td_error``, and
+``get_weights()``; ``update_target()`` where a target network exists.
+``learn_on_batches`` is ``train_one_step``'s plain sibling: one update per batch
+and no weights sent, for plans that send them with ``sync_weights``.
 
 Why a thread and not a learner actor: the learner's weights are read by the
 plan after every step (to broadcast them) and its state is checkpointed in
@@ -30,6 +32,7 @@ from typing import Any
 import numpy as np
 
 from ..actors import ActorHandle
+from ..rl.policy import Learner, ReplayUpdate, TargetLearner
 from ..rl.replay_buffer import BATCH_INDEXES, ReplayBuffer
 from ..rl.sample_batch import SampleBatch
 from ..rl.worker_set import WorkerSet
@@ -42,7 +45,7 @@ __all__ = [
     "Trained",
     "sync_weights",
     "train_async",
-    "train_step",
+    "learn_on_batches",
     "update_priorities",
     "update_target_network",
     "update_worker_weights",
@@ -62,35 +65,37 @@ class Trained:
     td_error: np.ndarray | None = None
 
 
-def _learn(learner: Any, batch: SampleBatch) -> Trained:
-    info = dict(learner.learn_on_batch(batch))
-    td_error = info.pop("td_error", None)
+def _learn(learner: Learner, batch: SampleBatch) -> Trained:
+    result = learner.learn_on_batch(batch)
     indexes = batch.get(BATCH_INDEXES)
-    return Trained(info, len(batch), batch.source, indexes, td_error)
+    if isinstance(result, ReplayUpdate):
+        return Trained(dict(result.stats), len(batch), batch.source, indexes, result.td_error)
+    return Trained(dict(result), len(batch), batch.source, indexes)
 
 
-def _record(ctx: FlowContext, item: Trained) -> None:
+def _count_trained(ctx: FlowContext, item: Trained) -> None:
     ctx.add(NUM_ENV_STEPS_TRAINED, item.count)
     ctx.add(NUM_LEARNER_STEPS, 1)
     ctx.learner_info = item.info
 
 
-async def train_step(
-    source: AsyncIterable[SampleBatch], learner: Any, ctx: FlowContext | None = None
+async def learn_on_batches(
+    source: AsyncIterable[SampleBatch], learner: Learner, ctx: FlowContext | None = None
 ) -> AsyncIterator[Trained]:
-    """One learner update per batch, in the learner thread; yields what it trained."""
+    """One learner update per batch, in the learner thread; yields what it trained.
+    Unlike ``train_one_step`` it sends no weights (``sync_weights`` does)."""
     ctx = ctx or current_context()
-    with named("train_step"):
+    with named("learn_on_batches"):
         async with closing(source) as batches:
             async for batch in batches:
                 with ctx.timer("learn"):
                     item = await in_learner_thread(_learn, learner, batch)
-                _record(ctx, item)
+                _count_trained(ctx, item)
                 yield item
 
 
 async def train_async(
-    source: AsyncIterable[SampleBatch], learner: Any, *, queue_size: int = 4, ctx: FlowContext | None = None
+    source: AsyncIterable[SampleBatch], learner: Learner, *, queue_size: int = 4, ctx: FlowContext | None = None
 ) -> AsyncIterator[Trained]:
     """Train while sampling continues.
 
@@ -108,7 +113,7 @@ async def train_async(
             async for _, batch in batches:
                 with ctx.timer("learn"):
                     item = await in_learner_thread(_learn, learner, batch)
-                _record(ctx, item)
+                _count_trained(ctx, item)
                 yield item
 
 
@@ -127,7 +132,7 @@ async def update_priorities(source: AsyncIterable[Trained]) -> AsyncIterator[Tra
 
 async def sync_weights(
     source: AsyncIterable[Trained],
-    learner: Any,
+    learner: Learner,
     workers: WorkerSet,
     *,
     to_source: bool = False,
@@ -153,7 +158,7 @@ async def sync_weights(
 
 async def update_target_network(
     source: AsyncIterable[Trained],
-    learner: Any,
+    learner: TargetLearner,
     freq: int,
     *,
     by_steps_trained: bool = True,
@@ -178,7 +183,7 @@ async def update_target_network(
 
 
 async def update_worker_weights(
-    source: AsyncIterable[SampleBatch], learner: Any, workers: WorkerSet, *, max_delay_steps: int
+    source: AsyncIterable[SampleBatch], learner: Learner, workers: WorkerSet, *, max_delay_steps: int
 ) -> AsyncIterator[SampleBatch]:
     """Pass batches on; once a worker has sampled ``max_delay_steps`` rows
     since its last update, send it the learner's current weights (Ape-X)."""

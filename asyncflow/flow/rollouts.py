@@ -25,7 +25,7 @@ from ._util import closing, named
 __all__ = ["GradientsItem", "async_gradients", "parallel_rollouts"]
 
 
-def _record(ctx: FlowContext, batch: SampleBatch | MultiAgentBatch, workers: WorkerSet) -> None:
+def _count_sampled(ctx: FlowContext, batch: SampleBatch | MultiAgentBatch, workers: WorkerSet) -> None:
     ctx.add(NUM_ENV_STEPS_SAMPLED, len(batch))
     ctx.record_episodes(batch.episode_returns, batch.episode_lengths)
     if isinstance(batch, SampleBatch) and batch.training_returns:
@@ -67,14 +67,14 @@ async def parallel_rollouts(
                 with ctx.timer("sample"):
                     parts = await asyncio.gather(*(workers.sample(w) for w in workers.workers))
                 batch = _concat(parts)
-                _record(ctx, batch, workers)
+                _count_sampled(ctx, batch, workers)
                 yield batch
         else:
             timeout = workers.sample_timeout_s
             async with closing(_as_completed(workers, "sample", num_async, timeout=timeout)) as results:
                 async for worker, batch in results:
                     batch.source = worker
-                    _record(ctx, batch, workers)
+                    _count_sampled(ctx, batch, workers)
                     yield batch
 
 
@@ -126,5 +126,5 @@ async def async_gradients(workers: WorkerSet, ctx: FlowContext | None = None) ->
         method, timeout = "sample_with_gradients", workers.sample_timeout_s
         async with closing(_as_completed(workers, method, 1, timeout=timeout)) as results:
             async for worker, (grads, info, summary) in results:
-                _record(ctx, summary, workers)
+                _count_sampled(ctx, summary, workers)
                 yield GradientsItem(grads, info, len(summary), worker)

@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from .models import ActorCriticModel, ContinuousModel, ModelConfig, ModelSpec, QModel
     from .multi_agent import MultiAgentCartPole, MultiAgentEnv, PettingZooEnv, make_multi_agent_env
     from .multi_agent_worker import MultiAgentRolloutWorker, PolicySpec
-    from .policy import FlatWeights, Learner, PolicyFactory, WorkerPolicy
+    from .policy import FlatWeights, Learner, PolicyFactory, ReplayUpdate, TargetLearner, WorkerPolicy
     from .postprocessing import compute_gae, compute_nstep, discount_cumsum
     from .q_learning import DQNLearner, EpsilonGreedyPolicy
     from .random_policy import RandomPolicy
@@ -61,12 +61,14 @@ _MODULES = {
     "RandomPolicy": "random_policy",
     "ReplayActor": "replay_actor",
     "ReplayBuffer": "replay_buffer",
+    "ReplayUpdate": "policy",
     "RolloutWorker": "rollout_worker",
     "SACLearner": "continuous",
     "SampleBatch": "sample_batch",
     "Segment": "trajectory",
     "SquashedGaussianPolicy": "continuous",
     "TD3Learner": "continuous",
+    "TargetLearner": "policy",
     "WorkerPolicy": "policy",
     "compute_gae": "postprocessing",
     "compute_nstep": "postprocessing",
@@ -124,12 +126,14 @@ __all__ = [
     "RandomPolicy",
     "ReplayActor",
     "ReplayBuffer",
+    "ReplayUpdate",
     "RolloutWorker",
     "SACLearner",
     "SampleBatch",
     "Segment",
     "SquashedGaussianPolicy",
     "TD3Learner",
+    "TargetLearner",
     "WorkerPolicy",
     "compute_gae",
     "compute_nstep",

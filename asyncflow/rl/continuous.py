@@ -35,7 +35,7 @@ from .device import resolve_device, to_numpy, to_tensors
 from .models import ModelSpec, build_model
 from .nets import polyak_update
 from .optim import Adam, UpdateGuard
-from .policy import FlatWeights, flat_weights, load_flat_weights
+from .policy import FlatWeights, ReplayUpdate, flat_weights, load_flat_weights
 from .replay_buffer import WEIGHTS
 from .sample_batch import ACTIONS, DISCOUNTS, NEXT_OBS, OBS, REWARDS, SampleBatch
 from .tree import Tree, tree_len
@@ -310,8 +310,8 @@ class SACLearner(_ContinuousLearner):
         self.target_entropy = -float(self.act_dim) if target_entropy is None else target_entropy
         self.alpha_opt = Adam([self.log_alpha], lr=alpha_lr)  # type: ignore[list-item]
 
-    def learn_on_batch(self, batch: SampleBatch) -> dict[str, Any]:
-        """One critic, actor and temperature step; returns stats and ``td_error``."""
+    def learn_on_batch(self, batch: SampleBatch) -> ReplayUpdate | dict[str, float]:
+        """One critic, actor and temperature step: its stats and TD errors (only the stats when skipped)."""
         obs, actions, rewards, next_obs, discounts, w = _tensors(batch, self.device)
         alpha = self.log_alpha.detach().exp()
         with torch.no_grad():
@@ -320,7 +320,7 @@ class SACLearner(_ContinuousLearner):
             targets = rewards + discounts * (torch.min(t[:, 0], t[:, 1]) - alpha * next_logp)
         q1 = self._critic_step(obs, actions, targets, w)
         if q1 is None:  # skipped: nothing moves, no priorities from NaN
-            return {"skipped_updates": self.guard.skipped}
+            return {"skipped_updates": float(self.guard.skipped)}
         logp = torch.zeros(())
 
         def actor_loss() -> torch.Tensor:
@@ -336,15 +336,15 @@ class SACLearner(_ContinuousLearner):
             _guarded_step(self.guard, self.alpha_opt, alpha_loss, [self.log_alpha])  # type: ignore[list-item]
         polyak_update(self.target, self.critic, self.tau)
         self.version += 1
-        return {
+        stats = {
             "critic_loss": self._critic_loss,
             "actor_loss": self._actor_loss,
             "alpha": float(alpha),
             "entropy": self._entropy,
             "mean_q": float(q1.mean()),
-            "skipped_updates": self.guard.skipped,
-            "td_error": to_numpy((q1 - targets).abs()),
+            "skipped_updates": float(self.guard.skipped),
         }
+        return ReplayUpdate(stats, to_numpy((q1 - targets).abs()))
 
 
 class TD3Learner(_ContinuousLearner):
@@ -380,7 +380,7 @@ class TD3Learner(_ContinuousLearner):
         self.steps = 0
         self._actor_loss = 0.0
 
-    def learn_on_batch(self, batch: SampleBatch) -> dict[str, Any]:
+    def learn_on_batch(self, batch: SampleBatch) -> ReplayUpdate | dict[str, float]:
         """One critic step, and every ``policy_delay`` steps an actor and target step."""
         obs, actions, rewards, next_obs, discounts, w = _tensors(batch, self.device)
         with torch.no_grad():
@@ -394,7 +394,7 @@ class TD3Learner(_ContinuousLearner):
             targets = rewards + discounts * next_q
         q1 = self._critic_step(obs, actions, targets, w)
         if q1 is None:  # skipped: nothing moves, no priorities from NaN
-            return {"skipped_updates": self.guard.skipped}
+            return {"skipped_updates": float(self.guard.skipped)}
         self.steps += 1
         if self.steps % self.policy_delay == 0:
             loss = self._actor_step(lambda: -self.critic(obs, torch.tanh(self.actor(obs)))[:, 0].mean())
@@ -403,5 +403,6 @@ class TD3Learner(_ContinuousLearner):
                 polyak_update(self.target_actor, self.actor, self.tau)
                 polyak_update(self.target, self.critic, self.tau)
                 self.version += 1
-        return {"critic_loss": self._critic_loss, "actor_loss": self._actor_loss, "mean_q": float(q1.mean()),
-                "skipped_updates": self.guard.skipped, "td_error": to_numpy((q1 - targets).abs())}  # fmt: skip
+        stats = {"critic_loss": self._critic_loss, "actor_loss": self._actor_loss, "mean_q": float(q1.mean()),
+                 "skipped_updates": float(self.guard.skipped)}  # fmt: skip
+        return ReplayUpdate(stats, to_numpy((q1 - targets).abs()))

@@ -11,7 +11,7 @@ a worker policy and a separate learner (``q_learning.py``, ``continuous.py``).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
@@ -29,7 +29,9 @@ __all__ = [
     "FlatWeights",
     "Learner",
     "PolicyFactory",
+    "ReplayUpdate",
     "StatefulPolicy",
+    "TargetLearner",
     "WorkerPolicy",
     "check_learner",
     "flat_weights",
@@ -147,21 +149,45 @@ class PolicyFactory(Protocol):
     ) -> WorkerPolicy: ...
 
 
+@dataclass(frozen=True)
+class ReplayUpdate:
+    """What a replay learner's step returns: its stats, and one absolute TD error per
+    row of the batch, which ``update_priorities`` sends back as the rows' new priorities."""
+
+    stats: dict[str, float]
+    td_error: np.ndarray
+
+
 @runtime_checkable
 class Learner(Protocol):
     """What a plan's learner operators ask of a learner.
 
-    ``learn_on_batch`` returns stats (floats); replay learners also return
-    ``td_error`` (one absolute TD error per row, for prioritized replay). A
-    learner with a target network also has ``update_target()``.
+    ``learn_on_batch`` returns its stats (floats by name), or, to feed prioritized
+    replay, a ``ReplayUpdate`` that carries the TD errors beside them. A learner
+    with a target network also has ``update_target()``::
+
+        class MyLearner:
+            def learn_on_batch(self, batch):
+                ...  # one update
+                return ReplayUpdate({"loss": loss}, np.abs(td_error))
+            def get_weights(self): return flat_weights(self.model)
     """
 
-    def learn_on_batch(self, batch: SampleBatch) -> dict[str, Any]:
+    def learn_on_batch(self, batch: SampleBatch) -> Mapping[str, float] | ReplayUpdate:
         """One update on ``batch``."""
         ...
 
     def get_weights(self) -> Any:
         """The weights the workers need (``FlatWeights``, or a dict of them by policy id)."""
+        ...
+
+
+@runtime_checkable
+class TargetLearner(Learner, Protocol):
+    """A learner with a target network (DQN's, SAC's, TD3's), which ``update_target_network`` moves."""
+
+    def update_target(self) -> None:
+        """Move the target network toward the online one."""
         ...
 
 

@@ -19,7 +19,7 @@ from .device import resolve_device, to_numpy, to_tensors
 from .models import ModelSpec, build_model
 from .nets import polyak_update
 from .optim import Adam, UpdateGuard
-from .policy import FlatWeights, flat_weights, load_flat_weights
+from .policy import FlatWeights, ReplayUpdate, flat_weights, load_flat_weights
 from .replay_buffer import WEIGHTS
 from .sample_batch import ACTIONS, DISCOUNTS, NEXT_OBS, OBS, REWARDS, SampleBatch
 from .tree import Tree, tree_len
@@ -159,8 +159,9 @@ class DQNLearner:
         self.version = 0
         self.target_updates = 0
 
-    def learn_on_batch(self, batch: SampleBatch) -> dict[str, Any]:
-        """One Huber-loss step on replayed transitions; returns stats and ``td_error``."""
+    def learn_on_batch(self, batch: SampleBatch) -> ReplayUpdate | dict[str, float]:
+        """One Huber-loss step on replayed transitions: its stats and TD errors (only the
+        stats when the step was skipped, so that NaN TD errors never become priorities)."""
         t = to_tensors({k: batch[k] for k in (OBS, ACTIONS, REWARDS, NEXT_OBS, DISCOUNTS)}, self.device)
         obs, actions, rewards, next_obs, discounts = t[OBS], t[ACTIONS].long(), t[REWARDS], t[NEXT_OBS], t[DISCOUNTS]
         if WEIGHTS in batch:
@@ -184,17 +185,17 @@ class DQNLearner:
         self.optimizer.zero_grad()
         loss.backward()  # type: ignore[no-untyped-call]
         norm = self.guard.step(self.optimizer, loss, self._params, self.max_grad_norm)
-        stats: dict[str, Any] = {"skipped_updates": self.guard.skipped}
+        stats = {"skipped_updates": float(self.guard.skipped)}
         if norm is None:  # skipped: no priorities from NaN TD errors either
             return stats
         self.version += 1
-        return stats | {
+        stats |= {
             "loss": float(loss.detach()),
             "mean_q": float(q.detach().mean()),
             "mean_td_error": float(td.detach().abs().mean()),
             "grad_norm": norm,
-            "td_error": to_numpy(td.abs()),
         }
+        return ReplayUpdate(stats, to_numpy(td.abs()))
 
     def update_target(self) -> None:
         """Move the target network toward the online one (``tau=1``: copy it)."""

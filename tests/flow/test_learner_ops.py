@@ -18,15 +18,15 @@ from asyncflow import ActorDiedError, NoContextError, flow
 from asyncflow.flow import FlowContext
 from asyncflow.flow.learner import (
     Trained,
+    learn_on_batches,
     sync_weights,
     train_async,
-    train_step,
     update_priorities,
     update_target_network,
     update_worker_weights,
 )
 from asyncflow.flow.replay import mix_in_replay, replay, store_to_replay_buffer
-from asyncflow.rl.policy import FlatWeights
+from asyncflow.rl.policy import FlatWeights, ReplayUpdate
 from asyncflow.rl.replay_actor import ReplayActor
 from asyncflow.rl.replay_buffer import BATCH_INDEXES, PrioritizedReplayBuffer, ReplayBuffer
 from asyncflow.rl.sample_batch import SampleBatch
@@ -55,15 +55,15 @@ class SlowLearner:
         self.started = self.finished = self.target_updates = 0
         self.threads: set[str] = set()
 
-    def learn_on_batch(self, batch: SampleBatch) -> dict[str, object]:
+    def learn_on_batch(self, batch: SampleBatch) -> dict[str, float] | ReplayUpdate:
         self.started += 1
         self.threads.add(threading.current_thread().name)
         time.sleep(self.delay)
         self.finished += 1
-        out: dict[str, object] = {"loss": float(self.finished)}
+        stats = {"loss": float(self.finished)}
         if BATCH_INDEXES in batch:
-            out["td_error"] = np.full(len(batch), 10.0 * self.finished)
-        return out
+            return ReplayUpdate(stats, np.full(len(batch), 10.0 * self.finished))
+        return stats
 
     def get_weights(self) -> FlatWeights:
         return FlatWeights(np.zeros(1, np.float32), self.finished)
@@ -131,9 +131,9 @@ async def test_closing_train_async_mid_step_waits_for_the_step_and_leaves_no_tas
     assert asyncio.all_tasks() == {asyncio.current_task()}
 
 
-async def test_train_step_counts_and_records_learner_info() -> None:
+async def test_learn_on_batches_counts_and_records_learner_info() -> None:
     ctx = FlowContext()
-    out = await collect(train_step(batches(3), SlowLearner(), ctx=ctx))
+    out = await collect(learn_on_batches(batches(3), SlowLearner(), ctx=ctx))
     assert [t.count for t in out] == [4, 4, 4]
     assert ctx.get("num_env_steps_trained") == 12 and ctx.learner_info == {"loss": 3.0}
 
@@ -143,7 +143,7 @@ async def test_update_priorities_reach_the_local_buffer() -> None:
     buffer = PrioritizedReplayBuffer(16, alpha=1.0, eps=0.0)
     buffer.add(_batch(16))
     learner = SlowLearner()
-    trained = update_priorities(train_step(replay(buffer, 4), learner))
+    trained = update_priorities(learn_on_batches(replay(buffer, 4), learner))
     item = await anext(trained)
     await trained.aclose()
     np.testing.assert_allclose(buffer.priorities(item.indexes), 10.0)  # type: ignore[arg-type]
@@ -156,7 +156,7 @@ async def test_update_priorities_reach_the_replay_shard_the_batch_came_from() ->
         stored = store_to_replay_buffer(batches(4), shards)
         await collect(stored)  # two batches of 4 rows to each shard
         learner = SlowLearner()
-        trained = update_priorities(train_step(replay(shards, 4), learner))
+        trained = update_priorities(learn_on_batches(replay(shards, 4), learner))
         items = await collect(trained, limit=4)
         for shard in shards:
             await shard.drain()
@@ -285,12 +285,12 @@ async def test_the_two_sided_rate_limit_keeps_replay_and_storage_in_step() -> No
 
 
 async def test_an_operator_outside_any_context_says_how_to_give_it_one() -> None:
-    plan = train_step(batches(3), SlowLearner())
+    plan = learn_on_batches(batches(3), SlowLearner())
     with pytest.raises(NoContextError, match="use_context"):
         await anext(plan)
     ctx = FlowContext()
     with flow.use_context(ctx):
-        plan = train_step(batches(3), SlowLearner())
+        plan = learn_on_batches(batches(3), SlowLearner())
         assert (await anext(plan)).count == 4
         await plan.aclose()
     assert ctx.get("num_env_steps_trained") == 4  # counted in the context it was given

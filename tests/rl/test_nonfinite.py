@@ -14,6 +14,7 @@ from asyncflow import NonFiniteError
 from asyncflow.algorithms import PPO, PPOConfig
 from asyncflow.algorithms.ppo import ppo_loss
 from asyncflow.rl import ActorCriticPolicy, DQNLearner, RolloutWorker, SACLearner, TD3Learner
+from asyncflow.rl.policy import ReplayUpdate
 from asyncflow.rl.replay_buffer import WEIGHTS
 from asyncflow.rl.sample_batch import SampleBatch
 
@@ -69,9 +70,10 @@ def test_replay_learners_skip_nan_batches_and_send_no_priorities(learner: Any) -
     agent = learner(*spaces, hidden=(16,), max_nonfinite_updates=2)
     weights = agent.get_weights().vector.copy()
     stats = agent.learn_on_batch(_transitions(spaces, reward=float("nan")))
-    assert stats == {"skipped_updates": 1}  # no td_error: NaN priorities never reach the buffer
+    assert stats == {"skipped_updates": 1}  # no TD errors: NaN priorities never reach the buffer
     np.testing.assert_array_equal(agent.get_weights().vector, weights)
-    assert "td_error" in agent.learn_on_batch(_transitions(spaces))
+    update = agent.learn_on_batch(_transitions(spaces))
+    assert isinstance(update, ReplayUpdate) and update.td_error.shape == (32,) and np.isfinite(update.td_error).all()
     agent.learn_on_batch(_transitions(spaces, reward=float("inf")))
     with pytest.raises(NonFiniteError, match=f"{learner.__name__}: 2 updates in a row"):
         agent.learn_on_batch(_transitions(spaces, reward=float("nan")))
