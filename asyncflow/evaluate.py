@@ -60,8 +60,7 @@ def load_policy(checkpoint: str | os.PathLike[str], *, torch_model: bool = False
 
 def saved_normalizer(algo: Algorithm) -> NormalizerState | None:
     """The observation statistics a restored algorithm trained with (None: not normalized)."""
-    state = (algo._restoring or {}).get("normalizer")
-    return state if state is not None and state.obs is not None else None
+    return algo.normalizer_from_checkpoint()
 
 
 def _render_env(spec: Any) -> gym.Env[Any, Any]:

@@ -459,6 +459,12 @@ class Algorithm:
         policy.set_weights(learner.get_weights())
         return policy
 
+    def normalizer_from_checkpoint(self) -> NormalizerState | None:
+        """The observation statistics saved in the checkpoint this algorithm was restored
+        from (None: the run did not normalize observations, or this is not a restored one)."""
+        state = (self._restoring or {}).get("normalizer")
+        return state if state is not None and state.obs is not None else None
+
     async def extra_state(self) -> Any:
         """State beyond learner, workers and counters (replay buffers); ``None`` if none."""
         return None
