@@ -9,6 +9,12 @@ before one update (RLlib's A2C microbatching)::
 
     parallel_rollouts -> concat_batches(microbatch) -> compute_gradients
         -> batch(n) -> average_gradients -> apply_gradients -> report_metrics
+
+Where each part lives: acting and GAE in the workers (``rl/rollout_worker.py``,
+``rl/trajectory.py``, ``rl/postprocessing.py``); the loss is ``a2c_loss`` below; one update
+per batch (``ActorCriticPolicy.learn_on_batch``, ``rl/actor_critic.py``), or gradients per
+microbatch averaged (``flow/train.py``); weights back to the workers in ``train_one_step`` or
+``apply_gradients`` (``flow/train.py``).
 """
 
 from __future__ import annotations

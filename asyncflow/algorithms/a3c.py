@@ -6,6 +6,11 @@ Plan (RLlib Flow's 4-line A3C)::
 
 Each worker's gradients are applied as they arrive, and the new weights go
 back to that worker only; the others keep sampling undisturbed.
+
+Where each part lives: each worker samples, computes GAE and takes the gradient of
+``a2c_loss`` on its own sample (``RolloutWorker.sample_with_gradients``, ``rl/rollout_worker.py``);
+``async_gradients`` (``flow/rollouts.py``) gathers them as they land; ``apply_gradients``
+(``flow/train.py``) steps Adam and sends the weights back to that worker.
 """
 
 from __future__ import annotations

@@ -12,6 +12,11 @@ Plan (RLlib Flow, Fig. 7: three asynchronous pieces, here two branches)::
 
 Each replay shard is a ``ReplayActor`` process; a shard that dies is
 restarted empty (``max_replay_restarts``) and refills from the store branch.
+
+Where each part lives: the per-worker epsilons (``apex_epsilon``, ``rl/q_learning.py``);
+the replay shards (``ReplayActor``, ``rl/replay_actor.py``, each a ``PrioritizedReplayBuffer`` by default);
+the learner and its loss (DQN's ``DQNLearner``); priorities back to each batch's shard
+(``update_priorities``, ``flow/learner.py``).
 """
 
 from __future__ import annotations

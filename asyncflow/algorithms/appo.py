@@ -11,6 +11,10 @@ Plan::
 
     parallel_rollouts(async) -> train_async -> sync_weights(to_source)
         -> update_target_network -> once_per_steps -> report_metrics
+
+Where each part lives: IMPALA's plan and V-trace (``impala.py``, ``rl/vtrace.py``);
+the surrogate against the target policy is ``appo_loss`` below; the target copy lives in
+``TargetSequencePolicy`` below and moves in ``update_target_network`` (``flow/learner.py``).
 """
 
 from __future__ import annotations

@@ -9,6 +9,14 @@ Defaults are tuned for CartPole-sized tasks: 2 workers x 4 envs x 4 steps
 per round, 16 rows trained per row sampled (8 learner steps of 64 per
 round), 3-step returns, prioritized replay. Measured on CartPole-v1 (mean
 return of the last 100 episodes >= 150): seeds 0/1: 18.4k / 18.4k steps, 18-22 s.
+
+Where each part lives: epsilon-greedy acting in the workers (``EpsilonGreedyPolicy``,
+``rl/q_learning.py``); n-step transitions built there too (``compute_nstep``,
+``rl/postprocessing.py``, from ``rl/trajectory.py``); the replay buffers, uniform and
+prioritized, with frames stored once (``rl/replay_buffer.py``, ``rl/sum_tree.py``,
+``rl/frame_store.py``); the store and train branches (``_off_policy.py``); the double-Q
+Huber loss with importance weights and the target network (``DQNLearner``,
+``rl/q_learning.py``); the dueling head (``QNet``, ``rl/models/builtin.py``).
 """
 
 from __future__ import annotations

@@ -10,6 +10,14 @@ Plan (RLlib Flow, Fig. 6)::
 Each worker's sample (``num_envs_per_worker`` sequences of
 ``rollout_fragment_length`` steps) is one learner batch; V-trace corrects for
 the policy lag between the worker's weights and the learner's.
+
+Where each part lives: the workers sample sequences with their (lagging) weights
+(``rl/rollout_worker.py``); ``train_async`` (``flow/learner.py``) queues them for the learner
+thread; ``SequencePolicy.learn_on_batch`` below trains on each in order (no shuffling);
+``vtrace_targets`` below reshapes the rows into time-major sequences and calls ``vtrace``
+(``rl/vtrace.py``) for the corrected value targets and policy-gradient advantages;
+``impala_loss`` below is the loss; ``sync_weights(to_source=True)`` (``flow/learner.py``)
+sends the new weights back to the worker that sampled.
 """
 
 from __future__ import annotations

@@ -3,6 +3,11 @@
 Plan::
 
     parallel_rollouts -> concat_batches -> standardize_fields -> train_one_step -> report_metrics
+
+Where each part lives: the workers compute discounted returns, with no critic
+(``Postprocessing(use_critic=False)`` in ``rl/trajectory.py``); the plan standardizes them
+(``standardize_fields``, ``flow/train.py``); the loss is ``pg_loss`` below, one update per batch
+(``ActorCriticPolicy.learn_on_batch``, ``rl/actor_critic.py``).
 """
 
 from __future__ import annotations

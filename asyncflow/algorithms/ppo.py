@@ -17,6 +17,21 @@ return of 475 for seeds 0/1/2, and training seconds for seed 0 on 2 cores:
 
 The learner's SGD steps cost more wall time than sampling here, so fewer
 steps per sample win even when they need a few more samples.
+
+Where each part lives, in the order one iteration runs:
+
+- acting: each rollout worker (``rl/rollout_worker.py``) asks its policy for actions,
+  log-probabilities and values (``ActorCriticPolicy.compute_actions`` in ``rl/actor_critic.py``,
+  or its numpy twin ``rl/numpy_policy.py``);
+- GAE advantages and value targets: ``Postprocessing`` (``rl/trajectory.py``) calls
+  ``compute_gae`` (``rl/postprocessing.py``) in the worker, per segment, bootstrapping from
+  the value of the last observation and of truncated episodes' final ones;
+- advantage standardization, per training batch: the plan's ``standardize_fields``
+  (``flow/train.py``);
+- epochs of shuffled minibatches, gradient-norm clipping and Adam (eps 1e-5):
+  ``ActorCriticPolicy.learn_on_batch`` (``rl/actor_critic.py``, ``rl/optim.py``);
+- the clipped surrogate, the value loss and the entropy bonus: ``ppo_loss`` below;
+- the new weights to every worker: ``train_one_step`` (``flow/train.py``).
 """
 
 from __future__ import annotations

@@ -4,6 +4,10 @@ soft target updates and automatic entropy tuning, on ``Box`` actions.
 Plan: the replay plan of ``_off_policy.py``; the learner updates its target
 critics softly (``tau``) after every step, so there is no separate target
 update operator.
+
+Where each part lives: acting with a squashed Gaussian (``SquashedGaussianPolicy``,
+``rl/continuous.py``); the twin-critic, actor and temperature steps and the soft target update
+(``SACLearner.learn_on_batch``, ``rl/continuous.py``); replay and the plan (``_off_policy.py``).
 """
 
 from __future__ import annotations

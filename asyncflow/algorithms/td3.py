@@ -5,6 +5,11 @@ smoothing noise on the target action, and actor updates only every
 ``policy_delay`` critic updates. ``DDPGConfig`` is ``TD3Config`` with the
 three switched off. Plan: the replay plan of ``_off_policy.py``; targets are
 updated softly inside the learner.
+
+Where each part lives: acting with Gaussian exploration noise (``DeterministicPolicy``,
+``rl/continuous.py``); the clipped double-Q critic step, the delayed actor step, target
+smoothing and the soft target updates (``TD3Learner.learn_on_batch``, ``rl/continuous.py``);
+replay and the plan (``_off_policy.py``).
 """
 
 from __future__ import annotations
