@@ -11,6 +11,7 @@ from collections import deque
 from collections.abc import AsyncIterable, AsyncIterator, Sequence
 from typing import Any, Literal, TypeVar
 
+from ..errors import ConfigError
 from ._util import closing, named
 
 __all__ = ["concurrently", "dequeue", "duplicate", "enqueue", "union"]
@@ -44,7 +45,7 @@ async def concurrently(
         if mode == "round_robin":
             weights = [1 if w == "*" else int(w) for w in (round_robin_weights or [1] * len(ops))]
             if len(weights) != len(ops):
-                raise ValueError("concurrently(): one round_robin weight per op")
+                raise ConfigError("concurrently(): one round_robin weight per op")
             iterators = [aiter(op) for op in ops]
             try:
                 active = list(range(len(ops)))
@@ -68,7 +69,7 @@ async def concurrently(
                     if index in outputs:
                         yield item
         else:
-            raise ValueError(f"concurrently(): mode must be 'round_robin' or 'async', not {mode!r}")
+            raise ConfigError(f"concurrently(): mode must be 'round_robin' or 'async', not {mode!r}")
 
 
 async def union(*ops: AsyncIterable[T]) -> AsyncIterator[T]:
@@ -116,7 +117,7 @@ def duplicate(source: AsyncIterable[T], n: int, maxsize: int = 4) -> list[AsyncI
     slowest one waits for it. Closing every branch closes the source.
     """
     if n < 1:
-        raise ValueError(f"duplicate(): n must be >= 1, not {n}")
+        raise ConfigError(f"duplicate(): n must be >= 1, not {n}")
     iterator = aiter(source)
     buffers: list[deque[T]] = [deque() for _ in range(n)]
     changed = asyncio.Event()

@@ -7,6 +7,7 @@ import inspect
 from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable, Iterable
 from typing import TypeVar
 
+from ..errors import ConfigError
 from ._util import closing, named
 
 __all__ = ["batch", "filter", "flatten", "map"]
@@ -38,7 +39,7 @@ async def filter(source: AsyncIterable[T], predicate: Callable[[T], bool]) -> As
 async def batch(source: AsyncIterable[T], n: int) -> AsyncIterator[list[T]]:
     """Group items into lists of ``n``; a shorter last list is yielded at the end."""
     if n < 1:
-        raise ValueError(f"batch(): n must be >= 1, not {n}")
+        raise ConfigError(f"batch(): n must be >= 1, not {n}")
     with named("batch"):
         group: list[T] = []
         async with closing(source) as items:

@@ -32,6 +32,7 @@ from typing import Any
 import numpy as np
 
 from ..actors import ActorHandle
+from ..errors import ConfigError
 from ..rl.policy import Learner, ReplayUpdate, TargetLearner
 from ..rl.replay_buffer import BATCH_INDEXES, ReplayBuffer
 from ..rl.sample_batch import SampleBatch
@@ -106,7 +107,7 @@ async def train_async(
     learner step in progress to end.
     """
     if queue_size < 1:
-        raise ValueError(f"train_async(): queue_size must be >= 1, not {queue_size}")
+        raise ConfigError(f"train_async(): queue_size must be >= 1, not {queue_size}")
     ctx = ctx or current_context()
     with named("train_async"):
         async with closing(_fan_in([source], maxsize=queue_size)) as batches:
@@ -141,7 +142,7 @@ async def sync_weights(
     """After every ``every`` items, send the learner's weights to all workers,
     or (``to_source=True``) only to the worker the item's batch came from."""
     if every < 1:
-        raise ValueError(f"sync_weights(): every must be >= 1, not {every}")
+        raise ConfigError(f"sync_weights(): every must be >= 1, not {every}")
     with named("sync_weights"):
         async with closing(source) as items:
             count = 0
@@ -167,7 +168,7 @@ async def update_target_network(
     """Call ``learner.update_target()`` every ``freq`` rows trained
     (``by_steps_trained``) or every ``freq`` learner steps."""
     if freq < 1:
-        raise ValueError(f"update_target_network(): freq must be >= 1, not {freq}")
+        raise ConfigError(f"update_target_network(): freq must be >= 1, not {freq}")
     ctx = ctx or current_context()
     counter = NUM_ENV_STEPS_TRAINED if by_steps_trained else NUM_LEARNER_STEPS
     mark = f"update_target_network:{counter}"

@@ -15,6 +15,7 @@ from collections.abc import AsyncIterable, AsyncIterator, Iterator, Sequence
 import numpy as np
 
 from ..actors import ActorHandle
+from ..errors import ConfigError
 from ..rl.replay_buffer import ReplayBuffer
 from ..rl.sample_batch import SampleBatch, concat_samples
 from ..rl.worker_set import WorkerSet
@@ -121,7 +122,7 @@ async def replay(
     holds enough rows, and batches come out as they arrive.
     """
     if batch_size < 1:
-        raise ValueError(f"replay(): batch_size must be >= 1, not {batch_size}")
+        raise ConfigError(f"replay(): batch_size must be >= 1, not {batch_size}")
     shards = _shards(buffer)
     with named("replay"):
         if shards is None:
@@ -156,7 +157,7 @@ async def mix_in_replay(
     new batch (the fractional part is drawn at random): IMPALA's replay mixing.
     """
     if replay_proportion < 0:
-        raise ValueError(f"mix_in_replay(): replay_proportion must be >= 0, not {replay_proportion}")
+        raise ConfigError(f"mix_in_replay(): replay_proportion must be >= 0, not {replay_proportion}")
     rng = np.random.default_rng(seed)
     with named("mix_in_replay"):
         async with closing(source) as batches:

@@ -10,6 +10,7 @@ from typing import Any, Literal
 import numpy as np
 
 from ..actors import ActorHandle
+from ..errors import ConfigError
 from ..rl.sample_batch import MultiAgentBatch, SampleBatch, concat_samples
 from ..rl.worker_set import WorkerSet
 from ._context import (
@@ -60,7 +61,7 @@ async def parallel_rollouts(
     """
     ctx = ctx or current_context()
     if mode not in ("bulk_sync", "async"):
-        raise ValueError(f"parallel_rollouts(): mode must be 'bulk_sync' or 'async', not {mode!r}")
+        raise ConfigError(f"parallel_rollouts(): mode must be 'bulk_sync' or 'async', not {mode!r}")
     with named("parallel_rollouts"):
         if mode == "bulk_sync":
             while True:

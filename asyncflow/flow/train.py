@@ -10,6 +10,7 @@ from typing import TypeVar
 
 import numpy as np
 
+from ..errors import ConfigError
 from ..rl.actor_critic import ActorCriticPolicy
 from ..rl.sample_batch import MultiAgentBatch, SampleBatch, concat_samples
 from ..rl.worker_set import WorkerSet
@@ -41,7 +42,7 @@ async def concat_batches(source: AsyncIterable[SampleBatch], min_batch_size: int
     of the rollout size to get exact sizes.
     """
     if min_batch_size < 1:
-        raise ValueError(f"concat_batches(): min_batch_size must be >= 1, not {min_batch_size}")
+        raise ConfigError(f"concat_batches(): min_batch_size must be >= 1, not {min_batch_size}")
     with named("concat_batches"):
         buffer: list[SampleBatch] = []
         count = 0

@@ -24,6 +24,8 @@ from typing import Any, Protocol, SupportsFloat, runtime_checkable
 import gymnasium as gym
 import numpy as np
 
+from ..errors import ConfigError
+
 __all__ = ["AsyncEnv", "AsyncEnvAdapter", "is_async_env", "run_coroutine"]
 
 ResetResult = tuple[Any, dict[str, Any]]
@@ -91,7 +93,7 @@ class AsyncEnvAdapter:
         self.action_space = env.action_space
         low, high = delay_s if isinstance(delay_s, tuple) else (delay_s, delay_s)
         if not 0 <= low <= high:
-            raise ValueError(f"delay_s: expected a delay >= 0 or a range 0 <= low <= high, got {delay_s}")
+            raise ConfigError(f"delay_s: expected a delay >= 0 or a range 0 <= low <= high, got {delay_s}")
         self.delay = (float(low), float(high))
         self.rng = np.random.default_rng(seed)
 

@@ -31,6 +31,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from ..errors import ConfigError
 from .device import resolve_device, to_numpy, to_tensors
 from .models import ModelSpec, build_model
 from .nets import polyak_update
@@ -53,9 +54,9 @@ LOG_STD_MIN, LOG_STD_MAX = -20.0, 2.0
 
 def _box(action_space: gym.Space[Any]) -> gym.spaces.Box:
     if not isinstance(action_space, gym.spaces.Box):
-        raise TypeError(f"continuous control needs a Box action space, not {action_space}")
+        raise ConfigError(f"continuous control needs a Box action space, not {action_space}")
     if not np.all(np.isfinite(action_space.low)) or not np.all(np.isfinite(action_space.high)):
-        raise TypeError(f"continuous control needs finite action bounds, not {action_space}")
+        raise ConfigError(f"continuous control needs finite action bounds, not {action_space}")
     return action_space
 
 

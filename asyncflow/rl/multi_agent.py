@@ -50,7 +50,7 @@ class MultiAgentCartPole(MultiAgentEnv):
 
     def __init__(self, num_agents: int = 2) -> None:
         if num_agents < 1:
-            raise ValueError(f"MultiAgentCartPole: num_agents must be >= 1, not {num_agents}")
+            raise ConfigError(f"MultiAgentCartPole: num_agents must be >= 1, not {num_agents}")
         self.possible_agents = [f"agent_{i}" for i in range(num_agents)]
         self.envs = {a: gym.make("CartPole-v1") for a in self.possible_agents}
         self.observation_spaces = {a: e.observation_space for a, e in self.envs.items()}

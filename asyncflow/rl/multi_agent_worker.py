@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from ..errors import ConfigError
 from .attributes import pickle_attributes, unpickle_attributes
 from .env_checks import EnvChecker
 from .multi_agent import ALL, make_multi_agent_env
@@ -104,7 +105,7 @@ class MultiAgentRolloutWorker:
         for agent in self.env.possible_agents:
             pid = self.mapping(agent)
             if pid not in self.specs:
-                raise ValueError(f"policy_mapping_fn mapped {agent!r} to {pid!r}, which is not a policy")
+                raise ConfigError(f"policy_mapping_fn mapped {agent!r} to {pid!r}, which is not a policy")
             if pid not in self.policies:
                 self.policies[pid] = self.specs[pid].factory(
                     self.env.observation_spaces[agent],

@@ -27,6 +27,7 @@ from typing import Any, Literal
 import gymnasium as gym
 import numpy as np
 
+from ..errors import ConfigError
 from .policy import FlatWeights
 from .spaces import env_actions
 from .tree import Tree
@@ -101,7 +102,7 @@ class NumpyActorCriticPolicy:
         worker_index: int = 0,
     ) -> None:
         if not isinstance(action_space, gym.spaces.Discrete | gym.spaces.Box):
-            raise TypeError(f"NumpyActorCriticPolicy takes Discrete or Box actions, not {action_space}")
+            raise ConfigError(f"NumpyActorCriticPolicy takes Discrete or Box actions, not {action_space}")
         self.action_space = action_space
         self.net = net
         self.rng = np.random.default_rng(seed)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..errors import ConfigError
 from .tree import Tree, tree_map
 
 __all__ = ["compute_gae", "compute_nstep", "discount_cumsum"]
@@ -65,7 +66,7 @@ def compute_nstep(
     and zero bootstrap only for a real termination (not a time limit).
     """
     if n < 1:
-        raise ValueError(f"compute_nstep(): n must be >= 1, not {n}")
+        raise ConfigError(f"compute_nstep(): n must be >= 1, not {n}")
     steps, num_envs = rewards.shape[:2]
     returns = np.zeros((steps, num_envs), np.float32)
     end = np.zeros((steps, num_envs), np.int64)

@@ -14,6 +14,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from ..errors import ConfigError
 from .action_mask import MASK_KEY, has_action_mask, masked, random_valid_actions
 from .device import resolve_device, to_numpy, to_tensors
 from .models import ModelSpec, build_model
@@ -36,7 +37,7 @@ def linear_schedule(initial: float, final: float, steps: int, t: int) -> float:
 
 def _check_discrete(action_space: gym.Space[Any]) -> tuple[int, int]:
     if not isinstance(action_space, gym.spaces.Discrete):
-        raise TypeError(f"Q-learning needs Discrete actions, not {action_space}")
+        raise ConfigError(f"Q-learning needs Discrete actions, not {action_space}")
     return int(action_space.n), int(action_space.start)
 
 

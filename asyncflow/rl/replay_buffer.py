@@ -24,6 +24,7 @@ from collections.abc import Callable
 
 import numpy as np
 
+from ..errors import ConfigError
 from .frame_store import FrameStore, is_frame_stack
 from .sample_batch import SampleBatch
 from .sum_tree import MinTree, SumTree
@@ -40,7 +41,7 @@ class ReplayBuffer:
 
     def __init__(self, capacity: int, *, seed: int = 0, frame_dedup: bool = True) -> None:
         if capacity < 1:
-            raise ValueError(f"ReplayBuffer: capacity must be >= 1, not {capacity}")
+            raise ConfigError(f"ReplayBuffer: capacity must be >= 1, not {capacity}")
         self.capacity = capacity
         self.frame_dedup = frame_dedup
         self._columns: dict[str, Tree] = {}
@@ -173,7 +174,7 @@ class PrioritizedReplayBuffer(ReplayBuffer):
     ) -> None:
         super().__init__(capacity, seed=seed, frame_dedup=frame_dedup)
         if alpha < 0 or beta < 0:
-            raise ValueError(f"PrioritizedReplayBuffer: alpha and beta must be >= 0, got {alpha}, {beta}")
+            raise ConfigError(f"PrioritizedReplayBuffer: alpha and beta must be >= 0, got {alpha}, {beta}")
         self.alpha, self.beta, self.eps = alpha, beta, eps
         self._sums = SumTree(capacity)
         self._mins = MinTree(capacity)

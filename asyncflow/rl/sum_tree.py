@@ -12,13 +12,15 @@ from collections.abc import Callable
 
 import numpy as np
 
+from ..errors import ConfigError
+
 __all__ = ["MinTree", "SumTree"]
 
 
 class _Tree:
     def __init__(self, capacity: int, neutral: float, combine: Callable[[np.ndarray, np.ndarray], np.ndarray]) -> None:
         if capacity < 1:
-            raise ValueError(f"capacity must be >= 1, not {capacity}")
+            raise ConfigError(f"capacity must be >= 1, not {capacity}")
         self.size = 1 << (capacity - 1).bit_length()
         self.depth = self.size.bit_length() - 1
         self.tree = np.full(2 * self.size, neutral, dtype=np.float64)

@@ -28,6 +28,7 @@ from typing import Any, Literal
 
 import numpy as np
 
+from ..errors import ConfigError
 from .postprocessing import compute_gae, compute_nstep
 from .sample_batch import (
     ACTIONS,
@@ -162,7 +163,7 @@ class Postprocessing:
 
     def __post_init__(self) -> None:
         if self.mode not in ("gae", "transitions"):
-            raise ValueError(f"postprocess must be 'gae' or 'transitions', not {self.mode!r}")
+            raise ConfigError(f"postprocess must be 'gae' or 'transitions', not {self.mode!r}")
 
     @property
     def keeps_next_obs(self) -> bool:

@@ -29,6 +29,7 @@ import numpy as np
 import torch
 from torch.nn import functional
 
+from ...errors import ConfigError
 from ..spaces import env_actions
 
 __all__ = ["ActionDistribution", "ActionHead", "Bernoulli", "Categorical", "DiagGaussian", "MultiCategorical"]
@@ -171,7 +172,7 @@ class ActionHead:
         elif isinstance(space, gym.spaces.Box):
             self.num_inputs = 2 * int(np.prod(space.shape))
         else:
-            raise TypeError(f"no action distribution for {space}")
+            raise ConfigError(f"no action distribution for {space}")
 
     @property
     def action_dim(self) -> int:
