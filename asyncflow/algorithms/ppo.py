@@ -26,8 +26,9 @@ Where each part lives, in the order one iteration runs:
 - GAE advantages and value targets: ``Postprocessing`` (``rl/trajectory.py``) calls
   ``compute_gae`` (``rl/postprocessing.py``) in the worker, per segment, bootstrapping from
   the value of the last observation and of truncated episodes' final ones;
-- advantage standardization, per training batch: the plan's ``standardize_fields``
-  (``flow/train.py``);
+- advantage standardization (``standardize_advantages``): per training batch in the plan's
+  ``standardize_fields`` (``flow/train.py``), as RLlib does, or per minibatch in ``ppo_loss``,
+  as Stable-Baselines3, CleanRL and OpenAI Baselines' ppo2 do;
 - epochs of shuffled minibatches, gradient-norm clipping and Adam (eps 1e-5):
   ``ActorCriticPolicy.learn_on_batch`` (``rl/actor_critic.py``, ``rl/optim.py``);
 - the clipped surrogate, the value loss and the entropy bonus: ``ppo_loss`` below;
@@ -41,6 +42,7 @@ from typing import Any
 
 import torch
 
+from ..errors import ConfigError
 from ..flow import concat_batches, parallel_rollouts, report_metrics, standardize_fields, train_one_step
 from ..rl.actor_critic import ActorCritic, ActorCriticPolicy
 from ..rl.worker_set import WorkerSet
@@ -48,6 +50,8 @@ from ._base import Algorithm
 from ._config import AlgorithmConfig, algorithm_config, field
 
 __all__ = ["PPO", "PPOConfig", "ppo_loss"]
+
+STANDARDIZE = ("batch", "minibatch", "none")
 
 
 @algorithm_config
@@ -70,6 +74,16 @@ class PPOConfig(AlgorithmConfig):
     """Weight of the value loss."""
     entropy_coeff: float = field(0.0, min=0)
     """Weight of the entropy bonus."""
+    standardize_advantages: str = "batch"
+    """Scale advantages to mean 0 and std 1 over each training batch (``"batch"``, RLlib's way),
+    over each SGD minibatch (``"minibatch"``: Stable-Baselines3, CleanRL), or not (``"none"``)."""
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.standardize_advantages not in STANDARDIZE:
+            raise ConfigError(
+                f"standardize_advantages: must be 'batch', 'minibatch' or 'none', got {self.standardize_advantages!r}"
+            )
 
 
 def ppo_loss(ac: ActorCritic, batch: Mapping[str, Any], config: PPOConfig) -> tuple[torch.Tensor, dict[str, float]]:
@@ -78,6 +92,8 @@ def ppo_loss(ac: ActorCritic, batch: Mapping[str, Any], config: PPOConfig) -> tu
     logp = dist.log_prob(batch["actions"])
     ratio = torch.exp(logp - batch["action_logp"])
     adv = batch["advantages"]
+    if config.standardize_advantages == "minibatch" and adv.numel() > 1:
+        adv = (adv - adv.mean()) / (adv.std() + 1e-8)  # as SB3 and CleanRL: the sample std, eps 1e-8
     surrogate = torch.min(ratio * adv, torch.clamp(ratio, 1 - config.clip_param, 1 + config.clip_param) * adv)
     vf_loss = (values - batch["value_targets"]) ** 2
     if config.vf_clip_param is not None:
@@ -111,7 +127,8 @@ class PPO(Algorithm):
     ) -> AsyncIterator[dict[str, Any]]:
         rollouts = parallel_rollouts(workers, mode="bulk_sync")
         batches = concat_batches(rollouts, min_batch_size=config.train_batch_size)
-        batches = standardize_fields(batches, ["advantages"])
+        if config.standardize_advantages == "batch":
+            batches = standardize_fields(batches, ["advantages"])
         trained = train_one_step(
             batches,
             learner,

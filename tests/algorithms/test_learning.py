@@ -52,11 +52,12 @@ async def _train_until(algo: Algorithm, threshold: float, budget: int, min_episo
     ("algo", "threshold", "budget"),
     [
         (PPO(PPOConfig(env="CartPole-v1", num_workers=2, seed=0)), 450, 150_000),
+        (PPO(PPOConfig(env="CartPole-v1", num_workers=2, seed=0, standardize_advantages="minibatch")), 450, 150_000),
         (A2C(A2CConfig(env="CartPole-v1", num_workers=2, seed=0)), 150, 200_000),
         (A3C(A3CConfig(env="CartPole-v1", num_workers=2, seed=0)), 150, 200_000),
         (PG(PGConfig(env="CartPole-v1", num_workers=2, seed=0)), 150, 200_000),
     ],
-    ids=["ppo", "a2c", "a3c", "pg"],
+    ids=["ppo", "ppo_minibatch_advantages", "a2c", "a3c", "pg"],
 )
 async def test_reaches_threshold(algo: Algorithm, threshold: float, budget: int) -> None:
     result = await _train_until(algo, threshold, budget)
