@@ -361,12 +361,9 @@ class Algorithm:
         if workers is None:
             raise RuntimeError(f"{type(self).__name__}.evaluate() needs evaluation_interval set, inside 'async with'")
         weights, iteration = self.learner.get_weights(), self.ctx.iteration
-        total, n = self.config.evaluation_episodes, len(workers)
-        shares = [total // n + (i < total % n) for i in range(n)]
         normalizer = self.workers.normalizer.copy() if self.workers.normalizer is not None else None
-        played = await asyncio.gather(*(workers.call(w, "evaluate", weights, k, normalizer)
-                                        for w, k in zip(workers.workers, shares, strict=True) if k))  # fmt: skip
-        self._evaluation = summarize_episodes(list(played), iteration)
+        played = await workers.evaluate(weights, self.config.evaluation_episodes, normalizer)
+        self._evaluation = summarize_episodes(played, iteration)
         return self._evaluation
 
     def _with_evaluation(self, result: dict[str, Any]) -> dict[str, Any]:
@@ -400,7 +397,7 @@ class Algorithm:
             "algorithm": self.name,
             "config": self.config,
             "learner": await in_learner_thread(get_state, self.learner),  # between two learner steps
-            "workers": await asyncio.gather(*(self.workers.call(w, "get_state") for w in self.workers.workers)),
+            "workers": await self.workers.get_states(),
             "extra": await self.extra_state(),
             "ctx": self.ctx.get_state(),
             "normalizer": self.workers.normalizer,
@@ -438,9 +435,7 @@ class Algorithm:
         if len(states) != len(self.workers):
             raise CheckpointError(f"the checkpoint has {len(states)} workers, this run {len(self.workers)}")
         await in_learner_thread(set_state, self.learner, payload["learner"])
-        await asyncio.gather(
-            *(self.workers.call(w, "set_state", s) for w, s in zip(self.workers.workers, states, strict=True))
-        )
+        await self.workers.set_states(states)
         self.workers.latest_weights = self.learner.get_weights()  # what a restarted worker gets
         await self.load_extra_state(payload["extra"])
         self.ctx.set_state(payload["ctx"])

@@ -93,6 +93,25 @@ class WorkerSet:
         """``call`` a sampling method with the set's ``sample_timeout_s``."""
         return self.call(worker, method, timeout=self.sample_timeout_s)
 
+    async def evaluate(
+        self, weights: FlatWeights, episodes: int, normalizer: NormalizerState | None = None
+    ) -> list[tuple[list[float], list[int]]]:
+        """Play ``episodes`` whole episodes with ``weights``, shared out over the workers
+        (evaluation workers): ``(returns, lengths)`` from each worker that played."""
+        n = len(self.workers)
+        shares = [episodes // n + (i < episodes % n) for i in range(n)]
+        played = await asyncio.gather(*(self.call(w, "evaluate", weights, k, normalizer)
+                                        for w, k in zip(self.workers, shares, strict=True) if k))  # fmt: skip
+        return list(played)
+
+    async def get_states(self) -> list[Any]:
+        """Every worker's state (environments mid-episode, schedules, random generators), in order."""
+        return await asyncio.gather(*(self.call(w, "get_state") for w in self.workers))
+
+    async def set_states(self, states: Sequence[Any]) -> None:
+        """Give each worker its state from ``get_states``, in the same order."""
+        await asyncio.gather(*(self.call(w, "set_state", s) for w, s in zip(self.workers, states, strict=True)))
+
     async def _kill_late(self, worker: ActorHandle, method: str, timeout: float) -> None:
         self.timeouts += 1
         restart = "it will be restarted" if worker.restarts < worker.max_restarts else "it has no restart left"
