@@ -3,9 +3,10 @@ after the other on this machine, same hyperparameters, same preprocessing, same 
 
 Hyperparameters: ``examples/atari/ppo.yaml`` (rl-baselines3-zoo's Atari PPO: 8 envs x 128 steps,
 4 epochs of minibatches of 256, lr 2.5e-4, clip 0.1, entropy 0.01, value 0.5, GAE 0.95, gradient
-norm 0.5, advantages standardized per minibatch), both with constant lr and clip, and the Nature CNN with one 512-unit layer (SB3's
-``CnnPolicy``; asyncflow's CNN encoder with ``hidden: [512]``). Preprocessing: asyncflow's Atari
-default (``asyncflow.rl.atari.AtariEnv``) for both; SB3 steps its 8 envs in a ``SubprocVecEnv``.
+norm 0.5, advantages standardized per minibatch), both with constant lr and clip, and the Nature
+CNN with one 512-unit layer (SB3's ``CnnPolicy``; asyncflow's CNN encoder with ``hidden: [512]``).
+Preprocessing: asyncflow's Atari default (``asyncflow.rl.atari.AtariEnv``) for both; SB3 steps its
+8 envs in a ``SubprocVecEnv``.
 
 Returns are whole games' unclipped scores (the mean of the latest 100 games, as
 ``episode_return_mean``), recorded for SB3 from the same ``GameScore`` wrapper.

@@ -81,9 +81,8 @@ class PPOConfig(AlgorithmConfig):
     def __post_init__(self) -> None:
         super().__post_init__()
         if self.standardize_advantages not in STANDARDIZE:
-            raise ConfigError(
-                f"standardize_advantages: must be 'batch', 'minibatch' or 'none', got {self.standardize_advantages!r}"
-            )
+            choices = ", ".join(map(repr, STANDARDIZE[:-1])) + f" or {STANDARDIZE[-1]!r}"
+            raise ConfigError(f"standardize_advantages: must be {choices}, got {self.standardize_advantages!r}")
 
 
 def ppo_loss(ac: ActorCritic, batch: Mapping[str, Any], config: PPOConfig) -> tuple[torch.Tensor, dict[str, float]]:

@@ -241,7 +241,7 @@ def test_the_fork_server_leaves_without_tearing_down_when_its_driver_is_gone(tmp
         assert proc.stdout is not None
         assert proc.stdout.readline().startswith("READY")
         proc.send_signal(signal.SIGINT)
-        _, err = proc.communicate(timeout=20)  # the pipes close once the server is gone too
+        _, err = proc.communicate(timeout=20)  # the pipes close once the server exits too
     server = int((tmp_path / "imported").read_text())
     assert server != proc.pid  # the fork server imported the marker
     # The pipes' end is not the end of the process: an exiting process closes its files before it
