@@ -8,10 +8,14 @@ CNN with one 512-unit layer (SB3's ``CnnPolicy``; asyncflow's CNN encoder with `
 Preprocessing: asyncflow's Atari default (``asyncflow.rl.atari.AtariEnv``) for both; SB3 steps its
 8 envs in a ``SubprocVecEnv``.
 
+Precision: asyncflow's learner takes the config's ``learner_precision: auto``, which is bfloat16
+mixed precision on a CPU with AMX or AVX512-BF16 and float32 elsewhere; SB3 has no such option and
+trains in float32. ``--learner-precision float32`` runs asyncflow in float32 too.
+
 Returns are whole games' unclipped scores (the mean of the latest 100 games, as
 ``episode_return_mean``), recorded for SB3 from the same ``GameScore`` wrapper.
 
-    python benchmarks/atari_learning.py --env ALE/Breakout-v5 --minutes 20 [--out bench_runs/atari]
+    python benchmarks/atari_learning.py --env ALE/Breakout-v5 --minutes 20 [--learner-precision float32]
 
 Prints frames trained, frames/s and the return curve for both, and draws them with
 ``asyncflow plot`` (``<out>/curve.png``). 2 worker processes for asyncflow; torch uses 1
@@ -37,6 +41,8 @@ from asyncflow.algorithms import PPO, PPOConfig
 from asyncflow.config_file import load_config_file
 from asyncflow.plot import plot_runs
 from asyncflow.rl.atari import AtariEnv
+from asyncflow.rl.device import resolve_device
+from asyncflow.rl.precision import PRECISIONS, resolve_precision
 
 ROOT = Path(__file__).resolve().parent.parent
 FRAME_SKIP = 4
@@ -52,9 +58,15 @@ def _write_run(folder: Path, params: dict[str, Any], rows: list[dict[str, Any]])
         writer.writerows(rows)
 
 
-async def run_asyncflow(env: str, seconds: float, seed: int) -> list[dict[str, Any]]:
+def asyncflow_config(env: str, seed: int, precision: str | None = None) -> PPOConfig:
+    """``examples/atari/ppo.yaml`` for ``env``; ``precision`` overrides its ``learner_precision``."""
     settings = {k: v for k, v in load_config_file(ROOT / "examples" / "atari" / "ppo.yaml").items() if k != "env"}
-    config = PPOConfig(**settings, env=env, seed=seed, sample_timeout_s=600.0)
+    if precision is not None:
+        settings["learner_precision"] = precision
+    return PPOConfig(**settings, env=env, seed=seed, sample_timeout_s=600.0)
+
+
+async def run_asyncflow(config: PPOConfig, seconds: float) -> list[dict[str, Any]]:
     rows: list[dict[str, Any]] = []
     async with PPO(config) as algo:
         async for result in algo.train():
@@ -114,10 +126,16 @@ def main() -> None:
     parser.add_argument("--minutes", type=float, default=20.0)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", type=Path, default=Path("bench_runs") / "atari_learning")
+    parser.add_argument("--learner-precision", choices=PRECISIONS, default=None,
+                        help="asyncflow's learner_precision (default: the config file's)")  # fmt: skip
     args = parser.parse_args()
     seconds = 60 * args.minutes
-    print(f"# {args.env}, PPO for {args.minutes:g} min each ({machine_line()}); asyncflow on 2 worker processes")
-    ours = asyncio.run(run_asyncflow(args.env, seconds, args.seed))
+    config = asyncflow_config(args.env, args.seed, args.learner_precision)
+    dtype = resolve_precision(config.learner_precision, resolve_device(config.learner_device))
+    print(f"# {args.env}, PPO for {args.minutes:g} min each ({machine_line()}); asyncflow on 2 worker processes, "
+          f"learner_precision={config.learner_precision} ({'bfloat16' if dtype else 'float32'} on this CPU); "
+          "SB3 in float32")  # fmt: skip
+    ours = asyncio.run(run_asyncflow(config, seconds))
     theirs = run_sb3(args.env, seconds, args.seed)
     name = args.env.replace("/", "-")
     _write_run(args.out / f"asyncflow-ppo_{name}", {"system": "asyncflow", "env": args.env, "seed": args.seed}, ours)

@@ -72,6 +72,9 @@ class Algorithm:
     """Whether ``use_lstm`` works with this plan's losses (they read only the observations)."""
     workers_learn: ClassVar[bool] = False
     """Whether the workers compute gradients (A3C): then their policy is torch's, never numpy's."""
+    supports_learner_precision: ClassVar[bool] = True
+    """Whether ``learner_precision`` reaches this algorithm's losses (the actor-critic and DQN
+    learners); where it does not, anything but "float32" is a ConfigError."""
 
     @staticmethod
     def loss(ac: Any, batch: Any, config: Any) -> Any:  # pragma: no cover - abstract
@@ -97,6 +100,9 @@ class Algorithm:
         self._evaluation: dict[str, Any] | None = None  # the latest finished one
         self.check_normalization()
         self.check_recurrent()
+        if config.learner_precision != "float32" and not self.supports_learner_precision:
+            raise ConfigError(f"learner_precision: {type(self).__name__}'s losses run in float32 only (PG, A2C, PPO, "
+                              "IMPALA, APPO, DQN and Ape-X take 'bfloat16' or 'auto')")  # fmt: skip
         self.numpy_net = worker_numpy_net(self)
         """The network the workers run in numpy (``worker_inference``), or None: torch."""
         if self.numpy_net is not None and config.backend == "process" and config.num_workers > 0:
@@ -258,6 +264,7 @@ class Algorithm:
             seed=c.seed,
             device=c.learner_device,
             max_nonfinite_updates=c.max_nonfinite_updates,
+            precision=c.learner_precision,
             **self._recurrent_options(),
         )
 

@@ -20,6 +20,7 @@ from ..rl.atari import AtariEnv, AtariOptions, is_atari_id
 from ..rl.device import resolve_device
 from ..rl.env import EnvSpec
 from ..rl.models.config import model_spec
+from ..rl.precision import resolve_precision
 
 __all__ = ["AlgorithmConfig", "algorithm_config", "check_epsilon", "field"]
 
@@ -147,6 +148,11 @@ class AlgorithmConfig:
     small steps run faster on one), all of this machine's cores (up to 8) for a CNN."""
     learner_device: str = "cpu"
     """Where the learner trains: "auto" (cuda, then mps, then cpu), "cpu", "cuda", "cuda:N", "mps"."""
+    learner_precision: str = "float32"
+    """The learner's forward passes: "float32", "bfloat16" (mixed precision under
+    ``torch.autocast``; weights, gradients and the optimizer stay float32), or "auto" (bfloat16
+    where ``learner_device`` computes it natively: a CUDA GPU from compute capability 8.0, a CPU
+    with AMX or AVX512-BF16; else float32). See ``asyncflow/rl/precision.py``."""
     worker_device: str = "cpu"
     """Where workers run their policy's inference."""
     worker_inference: str = "auto"
@@ -264,6 +270,7 @@ class AlgorithmConfig:
             raise ConfigError(f"worker_inference: must be 'auto', 'torch' or 'numpy', got {self.worker_inference!r}")
         for name in ("learner_device", "worker_device"):
             resolve_device(getattr(self, name), name)  # a device this machine lacks fails here
+        resolve_precision(self.learner_precision, resolve_device(self.learner_device))
 
     def worker_env(self, *, training: bool = True) -> EnvSpec:
         """``env`` as the workers build it: an ALE id gets the Atari preprocessing (``atari_*``

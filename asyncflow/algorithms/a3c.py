@@ -38,6 +38,7 @@ class A3CConfig(A2CConfig):
 
 class A3C(Algorithm):
     config_class = A3CConfig
+    supports_learner_precision = False
     supports_lstm = True
     workers_learn = True
     name = "a3c"

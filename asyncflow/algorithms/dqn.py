@@ -103,6 +103,7 @@ class DQN(ReplayAlgorithm):
             model=c.model,
             device=c.learner_device,
             max_nonfinite_updates=c.max_nonfinite_updates,
+            precision=c.learner_precision,
             hidden=c.hidden,
             dueling=c.dueling,
             double_q=c.double_q,

@@ -51,6 +51,7 @@ class SACConfig(ReplayConfig):
 
 class SAC(ReplayAlgorithm):
     config_class = SACConfig
+    supports_learner_precision = False
     name = "sac"
     family = "continuous"
     config: SACConfig

@@ -69,6 +69,7 @@ class DDPGConfig(TD3Config):
 
 class TD3(ReplayAlgorithm):
     config_class = TD3Config
+    supports_learner_precision = False
     name = "td3"
     family = "continuous"
     config: TD3Config

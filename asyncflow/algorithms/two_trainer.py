@@ -170,6 +170,7 @@ async def _policy_batches(source: AsyncIterable[MultiAgentBatch], policy_id: str
 
 class TwoTrainer(Algorithm):
     config_class = TwoTrainerConfig
+    supports_learner_precision = False
     name = "two_trainer"
     config: TwoTrainerConfig
 

@@ -28,6 +28,7 @@ from .device import resolve_device, to_numpy, to_tensors
 from .models import ActionDistribution, ActionHead, ModelSpec, build_model
 from .optim import Adam, UpdateGuard
 from .policy import FlatWeights, flat_weights, load_flat_weights
+from .precision import autocast, resolve_precision, to_float32
 from .sample_batch import SampleBatch
 from .tree import Tree, tree_map
 
@@ -52,7 +53,7 @@ class ActorCritic:
         """Observations carry an ``action_mask`` (``action_mask.py``): invalid actions get no probability."""
 
     def __call__(self, obs: Tree) -> tuple[ActionDistribution, torch.Tensor]:
-        inputs, values = self.model(obs)
+        inputs, values = to_float32(self.model(obs))  # float32 again after a bfloat16 forward
         if self.masked:
             inputs = masked(inputs, obs)
         return self.head.distribution(inputs), values.reshape(-1)
@@ -84,9 +85,12 @@ class ActorCriticPolicy:
         worker_index: int = 0,
         device: str | torch.device = "cpu",
         max_nonfinite_updates: int = 10,
+        precision: str = "float32",
     ) -> None:
         torch.manual_seed(seed)
         self.device = resolve_device(device) if isinstance(device, str) else device
+        self.autocast_dtype = resolve_precision(precision, self.device)
+        """The losses' forward passes run in this dtype under autocast (None: float32); ``precision.py``."""
         self.action_space = action_space
         self.masked = has_action_mask(observation_space, action_space)
         self.model = self.build_network(model, observation_space, action_space, hidden).to(self.device)
@@ -151,7 +155,8 @@ class ActorCriticPolicy:
     def _loss(self, tensors: Mapping[str, Any]) -> tuple[torch.Tensor, dict[str, float]]:
         if self.loss is None:
             raise RuntimeError("this policy was built without a loss function")
-        return self.loss(self.ac, tensors, self.loss_config)
+        with autocast(self.device, self.autocast_dtype):
+            return self.loss(self.ac, tensors, self.loss_config)
 
     def _clip(self) -> float:
         """Clip the global gradient norm (if configured); return the norm before clipping."""

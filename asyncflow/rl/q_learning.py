@@ -21,6 +21,7 @@ from .models import ModelSpec, build_model
 from .nets import polyak_update
 from .optim import Adam, UpdateGuard
 from .policy import FlatWeights, ReplayUpdate, flat_weights, load_flat_weights
+from .precision import autocast, resolve_precision, to_float32
 from .replay_buffer import WEIGHTS
 from .sample_batch import ACTIONS, DISCOUNTS, NEXT_OBS, OBS, REWARDS, SampleBatch
 from .tree import Tree, tree_len
@@ -143,10 +144,13 @@ class DQNLearner:
         seed: int = 0,
         device: str | torch.device = "cpu",
         max_nonfinite_updates: int = 10,
+        precision: str = "float32",
     ) -> None:
         _check_discrete(action_space)
         torch.manual_seed(seed)
         self.device = resolve_device(device) if isinstance(device, str) else device
+        self.autocast_dtype = resolve_precision(precision, self.device)
+        """Forward passes in this dtype under autocast (None: float32); ``precision.py``."""
         net = build_model(model, observation_space, action_space, "q", hidden=hidden, dueling=dueling)
         self.model = net.to(self.device)
         self.target = copy.deepcopy(self.model).requires_grad_(False)
@@ -160,6 +164,11 @@ class DQNLearner:
         self.version = 0
         self.target_updates = 0
 
+    def _q(self, net: nn.Module, obs: Tree) -> torch.Tensor:
+        """Q-values of ``net`` in float32, its forward pass in ``autocast_dtype``."""
+        with autocast(self.device, self.autocast_dtype):
+            return to_float32(net(obs))  # type: ignore[no-any-return]
+
     def learn_on_batch(self, batch: SampleBatch) -> ReplayUpdate | dict[str, float]:
         """One Huber-loss step on replayed transitions: its stats and TD errors (only the
         stats when the step was skipped, so that NaN TD errors never become priorities)."""
@@ -169,13 +178,13 @@ class DQNLearner:
             weights = torch.as_tensor(batch[WEIGHTS]).to(self.device)
         else:
             weights = torch.ones(len(batch), device=self.device)
-        q = self.model(obs).gather(1, actions[:, None]).squeeze(1)
+        q = self._q(self.model, obs).gather(1, actions[:, None]).squeeze(1)
         with torch.no_grad():
-            target_q = self.target(next_obs)
+            target_q = self._q(self.target, next_obs)
             if self.masked:  # the bootstrap's max runs over the actions valid in s'
                 target_q = masked(target_q, next_obs)
             if self.double_q:
-                online = self.model(next_obs)
+                online = self._q(self.model, next_obs)
                 best = (masked(online, next_obs) if self.masked else online).argmax(-1, keepdim=True)
                 next_q = target_q.gather(1, best).squeeze(1)
             else:

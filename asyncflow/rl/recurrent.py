@@ -30,6 +30,7 @@ from .models import ActionDistribution, ActionHead
 from .models.config import ModelConfig
 from .models.encoders import build_encoder
 from .nets import mlp
+from .precision import to_float32
 from .sample_batch import SampleBatch
 from .tree import Tree
 
@@ -122,6 +123,7 @@ class RecurrentActorCritic(ActorCritic):
         starts, state = self.sequence
         net: RecurrentActorCriticNet = self.model  # type: ignore[assignment]
         inputs, values, self._after = net.sequences(obs, starts, state)
+        inputs, values = to_float32((inputs, values))
         if self.masked:
             inputs = masked(inputs, obs)
         return self.head.distribution(inputs), values.reshape(-1)
@@ -130,7 +132,7 @@ class RecurrentActorCritic(ActorCritic):
         """V(next observation) of every row of the last call: one more step from its state."""
         assert self._after is not None, "next_values() follows a call over the same rows"
         net: RecurrentActorCriticNet = self.model  # type: ignore[assignment]
-        return net.step(next_obs, self._after)[1].reshape(-1)
+        return to_float32(net.step(next_obs, self._after)[1]).reshape(-1)  # type: ignore[no-any-return]
 
 
 class Recurrent:

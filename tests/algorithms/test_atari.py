@@ -18,10 +18,11 @@ pytest.importorskip("ale_py")
 PONG = "ALE/Pong-v5"
 SMALL: dict[str, Any] = {"env": PONG, "num_workers": 2, "num_envs_per_worker": 2, "hidden": (64,), "seed": 0}
 CASES = [
-    (PPO, PPOConfig(**SMALL, rollout_fragment_length=32, train_batch_size=128, minibatch_size=64, num_epochs=1)),
+    (PPO, PPOConfig(**SMALL, rollout_fragment_length=32, train_batch_size=128, minibatch_size=64, num_epochs=1,
+                    learner_precision="bfloat16")),
     (IMPALA, IMPALAConfig(**SMALL, rollout_fragment_length=16, timesteps_per_iteration=128)),
     (DQN, DQNConfig(**SMALL, rollout_fragment_length=8, learning_starts=64, train_batch_size=16, buffer_size=500,
-                    timesteps_per_iteration=128, training_intensity=2.0)),
+                    timesteps_per_iteration=128, training_intensity=2.0, learner_precision="bfloat16")),
 ]  # fmt: skip
 
 

@@ -53,11 +53,12 @@ async def _train_until(algo: Algorithm, threshold: float, budget: int, min_episo
     [
         (PPO(PPOConfig(env="CartPole-v1", num_workers=2, seed=0)), 450, 150_000),
         (PPO(PPOConfig(env="CartPole-v1", num_workers=2, seed=0, standardize_advantages="minibatch")), 450, 150_000),
+        (PPO(PPOConfig(env="CartPole-v1", num_workers=2, seed=0, learner_precision="bfloat16")), 450, 150_000),
         (A2C(A2CConfig(env="CartPole-v1", num_workers=2, seed=0)), 150, 200_000),
         (A3C(A3CConfig(env="CartPole-v1", num_workers=2, seed=0)), 150, 200_000),
         (PG(PGConfig(env="CartPole-v1", num_workers=2, seed=0)), 150, 200_000),
     ],
-    ids=["ppo", "ppo_minibatch_advantages", "a2c", "a3c", "pg"],
+    ids=["ppo", "ppo_minibatch_advantages", "ppo_bfloat16", "a2c", "a3c", "pg"],
 )
 async def test_reaches_threshold(algo: Algorithm, threshold: float, budget: int) -> None:
     result = await _train_until(algo, threshold, budget)
@@ -77,11 +78,12 @@ async def test_reaches_threshold(algo: Algorithm, threshold: float, budget: int)
     ("algo", "budget"),
     [
         (DQN(DQNConfig(env="CartPole-v1", num_workers=2, seed=0)), 100_000),
+        (DQN(DQNConfig(env="CartPole-v1", num_workers=2, seed=0, learner_precision="bfloat16")), 100_000),
         (ApexDQN(ApexDQNConfig(env="CartPole-v1", num_workers=2, seed=0)), 150_000),
         (IMPALA(IMPALAConfig(env="CartPole-v1", num_workers=2, seed=0)), 200_000),
         (APPO(APPOConfig(env="CartPole-v1", num_workers=2, seed=0)), 250_000),
     ],
-    ids=["dqn", "apex", "impala", "appo"],
+    ids=["dqn", "dqn_bfloat16", "apex", "impala", "appo"],
 )
 async def test_replay_and_async_algorithms_reach_150_on_cartpole(algo: Algorithm, budget: int) -> None:
     result = await _train_until(algo, 150, budget)
