@@ -95,6 +95,13 @@ def _image_layout(shape: Sequence[int]) -> tuple[bool, int, int, int]:
     return False, first, int(shape[1]), int(shape[2])
 
 
+def _compute_dtype(device: torch.device) -> torch.dtype:
+    """float32, or the autocast dtype where autocast is on for ``device``'s type."""
+    if torch.is_autocast_enabled(device.type):
+        return torch.get_autocast_dtype(device.type)
+    return torch.float32
+
+
 class CNNEncoder(Encoder):
     """Convolutions with ReLU, flattened; ``uint8`` input is scaled to [0, 1] first."""
 
@@ -129,7 +136,11 @@ class CNNEncoder(Encoder):
             x = x.unsqueeze(1)
         elif self.channels_last:
             x = x.permute(0, 3, 1, 2)
-        x = x.float().mul_(self.scale) if x.dtype == torch.uint8 else x.float() * self.scale  # a new tensor: in place
+        # Straight to the dtype the first convolution computes in (bfloat16 under the learner's
+        # autocast): converting to float32 first, then autocast's cast, cost one more pass over the
+        # frames, about 10 ms of a 90 ms bfloat16 step of 256 Atari frames on the dev CPU.
+        dtype = _compute_dtype(x.device)
+        x = x.to(dtype).mul_(self.scale) if x.dtype == torch.uint8 else x.to(dtype) * self.scale  # new: in place
         if torch.is_grad_enabled() and x.shape[0] >= CHANNELS_LAST_ROWS:
             # Training: channels-last convolutions (oneDNN's layout) took a Nature CNN step of 256 Atari
             # frames from 135 to 93 ms on the 2-core VM; a worker's few rows of inference run faster without.
