@@ -29,15 +29,21 @@ from .models import ActionDistribution, ActionHead, ModelSpec, build_model
 from .optim import Adam, UpdateGuard
 from .policy import FlatWeights, flat_weights, load_flat_weights
 from .precision import autocast, resolve_precision, to_float32
-from .sample_batch import SampleBatch
+from .sample_batch import OBS, SampleBatch
 from .tree import Tree, tree_map
 
 __all__ = ["ActorCritic", "ActorCriticPolicy", "LossFn"]
 
 
 def _rows(index: torch.Tensor, column: Any) -> Any:
-    """The minibatch rows of a tensor column, or of a numpy object column (a user model's ``Text``)."""
-    return column[index] if isinstance(column, torch.Tensor) else column[index.cpu().numpy()]
+    """The minibatch rows of a tensor column (channels-last frames stay channels-last), or of a
+    numpy object column (a user model's ``Text``)."""
+    if not isinstance(column, torch.Tensor):
+        return column[index.cpu().numpy()]
+    if column.dim() == 4 and not column.is_contiguous() and column.is_contiguous(memory_format=torch.channels_last):
+        return torch.index_select(column.permute(0, 2, 3, 1), 0, index).permute(0, 3, 1, 2)
+    # index_select, not column[index]: 256 rows of a 1,024-frame Atari batch in 0.4 ms against 5.5 (dev CPU)
+    return torch.index_select(column, 0, index)
 
 
 class ActorCritic:
@@ -181,13 +187,18 @@ class ActorCriticPolicy:
     ) -> dict[str, float]:
         """Epochs of shuffled minibatch SGD; returns the mean of the loss stats.
 
-        The batch becomes tensors on the device once; minibatches are index
-        views of them. ``shuffle=False`` keeps rows in order (losses over
-        sequences, V-trace). A minibatch whose loss or gradient is not finite
+        The batch becomes tensors on the device once, its observations laid
+        out by the model's ``training_layout`` where it has one (the built-in
+        models' CNN: channels-last); minibatches are rows selected from them.
+        ``shuffle=False`` keeps rows in order (losses over sequences,
+        V-trace). A minibatch whose loss or gradient is not finite
         is skipped (``UpdateGuard``); ``skipped_updates`` counts them over the run.
         """
         rng = np.random.default_rng(seed)
         tensors = self.tensors(dict(batch))
+        layout = getattr(self.model, "training_layout", None)  # the built-in models' (encoders.py), or a user's
+        if layout is not None and OBS in tensors:
+            tensors[OBS] = layout(tensors[OBS])
         n = len(batch)
         size = minibatch_size or n
         totals: dict[str, float] = {}

@@ -13,6 +13,7 @@ import torch
 from torch import nn
 
 from asyncflow import ConfigError
+from asyncflow.rl.actor_critic import _rows
 from asyncflow.rl.device import resolve_device, to_tensors
 from asyncflow.rl.models import (
     ActionHead,
@@ -26,7 +27,7 @@ from asyncflow.rl.models import (
     model_spec,
     sample_observations,
 )
-from asyncflow.rl.models.encoders import NATURE_FILTERS, CNNEncoder
+from asyncflow.rl.models.encoders import CHANNELS_LAST_ROWS, NATURE_FILTERS, CNNEncoder, channels_last_rows
 from asyncflow.rl.nets import mlp
 
 IMAGE_CHW = gym.spaces.Box(0, 255, (3, 16, 16), np.uint8)
@@ -77,6 +78,42 @@ def test_images_get_a_cnn_channels_first_or_last_and_uint8_is_scaled_inside() ->
     floats = build_encoder(gym.spaces.Box(0.0, 1.0, (3, 16, 16), np.float32))
     floats.load_state_dict(first.state_dict())
     assert torch.allclose(first(chw), floats(chw.float() / 255), atol=1e-6)
+
+
+def test_a_training_batch_of_frames_goes_channels_last_once_and_keeps_its_values() -> None:
+    chw, hwc = build_encoder(IMAGE_CHW), build_encoder(IMAGE_HWC)
+    frames = torch.randint(0, 256, (CHANNELS_LAST_ROWS, 3, 16, 16), dtype=torch.uint8)
+    laid = chw.training_layout(frames)
+    assert torch.equal(laid, frames) and not laid.is_contiguous()
+    assert laid.is_contiguous(memory_format=torch.channels_last)
+    few = frames[:2]  # fewer rows than a training batch: as they are
+    assert chw.training_layout(few) is few
+    rows = frames.permute(0, 2, 3, 1)  # already channels-last: left as it is
+    assert hwc.training_layout(rows) is rows
+    # Dict and Tuple observations: each image leaf laid out, the other leaves untouched.
+    vector = torch.zeros(CHANNELS_LAST_ROWS, 5)
+    both = build_encoder(gym.spaces.Dict({"pixels": IMAGE_CHW, "v": VECTOR}))
+    out = both.training_layout({"pixels": frames, "v": vector})
+    assert out["v"] is vector and out["pixels"].is_contiguous(memory_format=torch.channels_last)
+    pair = build_encoder(gym.spaces.Tuple((VECTOR, IMAGE_CHW))).training_layout((vector, frames))
+    assert isinstance(pair, tuple) and pair[0] is vector and torch.equal(pair[1], frames)
+    # The built-in model passes its batch to its encoder; the features are the same either way.
+    net = ActorCriticNet(IMAGE_CHW, gym.spaces.Discrete(3))
+    assert net.training_layout(frames).is_contiguous(memory_format=torch.channels_last)
+    with torch.no_grad():
+        assert torch.allclose(net(net.training_layout(frames))[1], net(frames)[1], atol=1e-5)
+
+
+def test_minibatch_rows_are_the_indexed_rows_in_the_column_layout() -> None:
+    index = torch.tensor([5, 0, 7, 7, 2])
+    frames = torch.randint(0, 256, (8, 4, 6, 6), dtype=torch.uint8)
+    laid = channels_last_rows(frames)
+    for column in (frames, laid, torch.randn(8), torch.arange(16).reshape(8, 2)):
+        rows = _rows(index, column)
+        assert torch.equal(rows, column[index])
+    assert _rows(index, laid).is_contiguous(memory_format=torch.channels_last)
+    words = np.array(list("abcdefgh"), dtype=object)
+    assert list(_rows(index, words)) == list("fahhc")
 
 
 def test_atari_frames_get_the_nature_cnn() -> None:

@@ -96,6 +96,10 @@ class ActorCriticNet(nn.Module):
             out = torch.cat([out, self.log_std.expand_as(out)], -1)
         return out, self.vf(x).squeeze(-1)
 
+    def training_layout(self, obs: Any) -> Any:
+        """``obs`` (a training batch) in the memory layout its encoder reads fastest (``encoders.py``)."""
+        return self.encoder.training_layout(obs)
+
 
 class QNet(nn.Module):
     """``forward(obs) -> Q values (B, n)``: a ReLU torso, then a plain or dueling head
