@@ -13,7 +13,7 @@ import torch
 from torch import nn
 
 from asyncflow import ConfigError
-from asyncflow.rl.actor_critic import _rows
+from asyncflow.rl.actor_critic import ActorCriticPolicy, _rows
 from asyncflow.rl.device import resolve_device, to_tensors
 from asyncflow.rl.models import (
     ActionHead,
@@ -29,6 +29,7 @@ from asyncflow.rl.models import (
 )
 from asyncflow.rl.models.encoders import CHANNELS_LAST_ROWS, NATURE_FILTERS, CNNEncoder, channels_last_rows
 from asyncflow.rl.nets import mlp
+from asyncflow.rl.sample_batch import SampleBatch
 
 IMAGE_CHW = gym.spaces.Box(0, 255, (3, 16, 16), np.uint8)
 IMAGE_HWC = gym.spaces.Box(0, 255, (16, 16, 3), np.uint8)
@@ -311,3 +312,35 @@ def test_one_torch_thread_and_back() -> None:
     torch.manual_seed(0)
     torch.nn.init.orthogonal_(weight, 2.0)
     torch.testing.assert_close(ours, weight)  # torch's init, on one thread
+
+
+class _LaidOutNet(nn.Module):
+    """A user's model with a ``training_layout``: it records the batches it was given."""
+
+    def __init__(self, observation_space: gym.Space[Any], action_space: gym.Space[Any]) -> None:
+        super().__init__()
+        self.body = nn.Linear(4, 2)
+        self.value = nn.Linear(4, 1)
+        self.laid_out: list[int] = []
+
+    def forward(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        return self.body(obs), self.value(obs).squeeze(-1)
+
+    def training_layout(self, obs: torch.Tensor) -> torch.Tensor:
+        self.laid_out.append(len(obs))
+        return obs
+
+
+def test_the_learner_lays_out_each_batch_once_through_the_models_hook() -> None:
+    space = gym.spaces.Box(-1.0, 1.0, (4,), np.float32)
+    seen: list[int] = []
+
+    def loss(ac: Any, batch: Any, config: Any) -> tuple[torch.Tensor, dict[str, float]]:
+        seen.append(len(batch["obs"]))
+        _, values = ac(batch["obs"])
+        return (values**2).mean(), {}
+
+    policy = ActorCriticPolicy(space, gym.spaces.Discrete(2), model=_LaidOutNet, loss=loss)
+    batch = SampleBatch({"obs": np.random.default_rng(0).standard_normal((8, 4)).astype(np.float32)})
+    policy.learn_on_batch(batch, num_epochs=2, minibatch_size=4)
+    assert policy.model.laid_out == [8] and seen == [4, 4, 4, 4]

@@ -46,6 +46,11 @@ class ActorCriticModel(Protocol):
                 return self.logits(h), self.value(h).squeeze(-1)
 
         PPOConfig(env="CartPole-v1", model=MyNet)
+
+    Optional: ``training_layout(obs) -> obs``, the same values in the memory
+    layout the model's training passes read fastest. The learner calls it
+    once per batch, before drawing minibatches (the built-in CNN stores
+    frames channels-last there).
     """
 
     def __call__(self, obs: Any) -> tuple[torch.Tensor, torch.Tensor]: ...
