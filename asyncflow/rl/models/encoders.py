@@ -19,7 +19,7 @@ the MLP it was before encoders existed.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, cast
 
 import gymnasium as gym
 import numpy as np
@@ -175,14 +175,14 @@ class Concat(Encoder):
         items = list(parts.items()) if isinstance(parts, dict) else list(enumerate(parts))
         self.keys: list[str | int] = [k for k, _ in items]
         self.parts = nn.ModuleList(enc for _, enc in items)
-        self.encoders: list[Encoder] = [enc for _, enc in items]  # the same modules, typed
         self.out_dim = sum(enc.out_dim for _, enc in items)
 
     def forward(self, obs: Any) -> torch.Tensor:
         return torch.cat([enc(obs[k]) for k, enc in zip(self.keys, self.parts, strict=True)], -1)
 
     def training_layout(self, obs: Any) -> Any:
-        laid = {k: enc.training_layout(obs[k]) for k, enc in zip(self.keys, self.encoders, strict=True)}
+        encoders = cast(list[Encoder], list(self.parts))
+        laid = {k: enc.training_layout(obs[k]) for k, enc in zip(self.keys, encoders, strict=True)}
         if isinstance(obs, dict):
             return {**obs, **laid}
         return type(obs)(laid[i] for i in range(len(obs)))
