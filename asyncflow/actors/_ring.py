@@ -61,6 +61,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import fcntl
 import os
 import secrets
 import threading
@@ -69,9 +70,10 @@ from typing import Protocol
 
 from ..errors import SharedMemoryError
 
-__all__ = ["Ring", "RingReader", "RingWriter", "SEGMENT_PREFIX", "sweep_stale_segments"]
+__all__ = ["OWNER_PREFIX", "Ring", "RingReader", "RingWriter", "SEGMENT_PREFIX", "sweep_stale_segments"]
 
 SEGMENT_PREFIX = "asyncflow_"
+OWNER_PREFIX = "asyncflow-owner_"
 SHM_DIR = "/dev/shm"
 _HEADER = 384
 _WRITE, _READ, _CONSUMER_SLEEPING, _PRODUCER_SLEEPING = 0, 8, 16, 24
@@ -96,9 +98,14 @@ class Ring:
     """One shared-memory segment holding a ring; created or attached by name."""
 
     def __init__(self, name: str | None = None, capacity: int = 1 << 22) -> None:
+        self.owner = False
         if name is None:
-            name = f"{SEGMENT_PREFIX}{os.getpid()}_{secrets.token_hex(6)}"
-            self.shm = shared_memory.SharedMemory(name=name, create=True, size=_HEADER + capacity)
+            name = f"{_hold_claim()}{secrets.token_hex(6)}"
+            try:
+                self.shm = shared_memory.SharedMemory(name=name, create=True, size=_HEADER + capacity)
+            except BaseException:
+                _release_claim()
+                raise
             self.owner = True
             self.name = name
             try:
@@ -109,7 +116,6 @@ class Ring:
                 raise
         else:
             self.shm = shared_memory.SharedMemory(name=name)
-            self.owner = False
         self.name = name
         buf = self.shm.buf
         assert buf is not None
@@ -136,6 +142,9 @@ class Ring:
         """Remove the segment's name from /dev/shm (idempotent)."""
         with contextlib.suppress(FileNotFoundError):
             shared_memory.SharedMemory.unlink(self._shm_for_unlink())
+        if self.owner:
+            self.owner = False
+            _release_claim()
 
     def _shm_for_unlink(self) -> shared_memory.SharedMemory:
         # SharedMemory.unlink only needs ``_name``; build a bare object so that
@@ -168,23 +177,115 @@ def _reserve(name: str, size: int) -> None:
         os.close(fd)
 
 
+class _Claim:
+    """This process's claim on the segments it makes: a file in /dev/shm, locked (``flock``)
+    while any of them exists, whose name every segment of the claim carries.
+
+    Why a lock and not the pid in the name: a driver in another PID namespace that shares
+    /dev/shm (a container, ``unshare -p``) has a pid this process cannot see, or one that
+    belongs to somebody else here, so "is the pid alive" unlinked a live run's segments. A
+    lock is on the file itself, wherever its holder runs, and the kernel drops it when the
+    holder dies however it dies (``kill -9`` too): a sweep that can take it knows the owner
+    is gone. The file is locked under another name and then renamed, so that a sweep never
+    finds it unlocked while its owner lives."""
+
+    def __init__(self) -> None:
+        self.pid = os.getpid()
+        self.token = secrets.token_hex(4)
+        self.prefix = f"{SEGMENT_PREFIX}{self.pid}_{self.token}_"
+        self.path = os.path.join(SHM_DIR, f"{OWNER_PREFIX}{self.pid}_{self.token}")
+        self.segments = 0
+        self.fd: int | None = None
+        if os.path.isdir(SHM_DIR):
+            making = os.path.join(SHM_DIR, f"asyncflow-making_{self.pid}_{self.token}")
+            self.fd = os.open(making, os.O_CREAT | os.O_EXCL | os.O_RDWR | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
+            fcntl.flock(self.fd, fcntl.LOCK_EX)
+            os.rename(making, self.path)
+
+    def close(self) -> None:
+        if self.fd is not None:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(self.path)
+            os.close(self.fd)
+            self.fd = None
+
+
+_claim: _Claim | None = None
+_claim_lock = threading.Lock()
+
+
+def _hold_claim() -> str:
+    """One segment more under this process's claim (made on first use); its name prefix."""
+    global _claim
+    with _claim_lock:
+        if _claim is None or _claim.pid != os.getpid():  # none yet, or inherited through fork
+            _claim = _Claim()
+        _claim.segments += 1
+        return _claim.prefix
+
+
+def _release_claim() -> None:
+    """One segment fewer; the claim goes with the last one."""
+    global _claim
+    with _claim_lock:
+        if _claim is None or _claim.pid != os.getpid():
+            return
+        _claim.segments -= 1
+        if _claim.segments <= 0:
+            _claim.close()
+            _claim = None
+
+
+def _owner_gone(path: str) -> bool:
+    """Whether the owner of the claim file ``path`` is gone (its lock can be taken)."""
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CLOEXEC | os.O_NOFOLLOW)
+    except FileNotFoundError:
+        return True  # it gave the claim up; what is left of it is left over
+    except OSError:
+        return False  # someone else's (mode 0600), or not ours to judge
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return False
+    finally:
+        os.close(fd)  # releases the lock again, if taken
+    return True
+
+
 def sweep_stale_segments() -> list[str]:
-    """Unlink the segments of drivers that are gone (the pid in each name is its creator's):
-    what a ``kill -9`` of a whole process group leaves behind, since then no process of it
-    is left to clean up. Returns the names removed."""
+    """Unlink the segments of drivers that are gone: what a ``kill -9`` of a whole process
+    group leaves behind, since then no process of it is left to clean up. A segment belongs
+    to the claim its name carries (``_Owner``); one named the old way (pid only) to its pid.
+    Returns the names removed."""
     removed: list[str] = []
     try:
         names = os.listdir(SHM_DIR)
     except OSError:
         return removed
+    gone: dict[str, bool] = {}
+    mine = _claim.prefix if _claim is not None else None
     for name in names:
-        if not name.startswith(SEGMENT_PREFIX):
+        if not name.startswith(SEGMENT_PREFIX) or (mine is not None and name.startswith(mine)):
             continue
-        pid = name[len(SEGMENT_PREFIX) :].split("_", 1)[0]
-        if pid.isdigit() and not _running(int(pid)):
+        parts = name[len(SEGMENT_PREFIX) :].split("_")
+        if len(parts) == 3 and parts[0].isdigit():
+            claim = os.path.join(SHM_DIR, f"{OWNER_PREFIX}{parts[0]}_{parts[1]}")
+            if claim not in gone:
+                gone[claim] = _owner_gone(claim)
+            stale = gone[claim]
+        else:
+            stale = len(parts) == 2 and parts[0].isdigit() and not _running(int(parts[0]))
+        if stale:
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(os.path.join(SHM_DIR, name))
                 removed.append(name)
+    for name in names:  # claims whose owner died (or died making one): nothing of theirs is left now
+        claim = os.path.join(SHM_DIR, name)
+        ours = _claim is not None and claim == _claim.path
+        if name.startswith((OWNER_PREFIX, "asyncflow-making_")) and not ours and gone.get(claim, _owner_gone(claim)):
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(claim)
     return removed
 
 

@@ -88,3 +88,48 @@ async def test_segments_of_drivers_killed_with_9_are_swept_when_a_runtime_opens(
             assert os.path.exists(mine)
     finally:
         os.unlink(mine)
+
+
+_HOLDS_A_CLAIM = textwrap.dedent(
+    """
+    import fcntl, os, sys, time
+    claim, segment = sys.argv[1], sys.argv[2]
+    fd = os.open(claim, os.O_CREAT | os.O_RDWR, 0o600)
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    with open(segment, "wb") as f:
+        f.write(b"a live driver's ring")
+    print("holding", flush=True)
+    time.sleep(60)
+    """
+)
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.skipif(not os.path.isdir("/dev/shm"), reason="needs /dev/shm")
+async def test_a_live_driver_in_another_pid_namespace_keeps_its_segments() -> None:
+    """A driver whose pid this process cannot see (another PID namespace that shares /dev/shm)
+    lost its live segments to the sweep, which judged by the pid in their names. Its claim (a
+    locked file) decides now, wherever it runs; once it is gone, its segments go."""
+    from asyncflow.actors._ring import sweep_stale_segments
+
+    with open("/proc/sys/kernel/pid_max") as f:
+        unseen = int(f.read()) + 7  # no pid here: as a pid of another namespace looks from this one
+    claim = f"/dev/shm/asyncflow-owner_{unseen}_feedbeef"
+    segment = f"/dev/shm/asyncflow_{unseen}_feedbeef_0123456789ab"
+    holder = subprocess.Popen([sys.executable, "-c", _HOLDS_A_CLAIM, claim, segment], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout is not None and holder.stdout.readline() == "holding\n"
+        assert sweep_stale_segments() == []
+        async with asyncflow.open_runtime() as runtime:  # opening a runtime sweeps too
+            await runtime.spawn(Counter)
+            assert os.path.exists(segment) and os.path.exists(claim)
+        holder.kill()
+        holder.wait(timeout=10)
+        assert sweep_stale_segments() == [os.path.basename(segment)]
+        assert not os.path.exists(claim)
+    finally:
+        holder.kill()
+        holder.communicate()
+        for path in (claim, segment):
+            if os.path.exists(path):
+                os.unlink(path)
