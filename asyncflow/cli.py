@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import ast
 import asyncio
+import contextlib
 import json
 import math
 import os
@@ -26,6 +27,11 @@ from . import _interrupts
 from .errors import AsyncflowError, ConfigError, RemoteTraceback
 
 __all__ = ["main"]
+
+
+TRUST_HELP = ("load what a checkpoint holds only as a pickle, which runs code when loaded: a config's "
+              "lambda, environments mid-episode, checkpoints written before 2026-12. Only for files "
+              "you trust")  # fmt: skip
 
 
 def _parse_sets(pairs: list[str]) -> dict[str, Any]:
@@ -74,7 +80,9 @@ def _build_parser() -> argparse.ArgumentParser:
     train.add_argument("--logdir", type=Path, default=Path("runs"), help="where run folders go (default: runs)")
     train.add_argument("--checkpoint-every", type=int, default=0, metavar="N",
                        help="save a checkpoint every N iterations and at the end")  # fmt: skip
-    train.add_argument("--resume", type=Path, metavar="RUN_DIR", help="continue a run from its latest checkpoint")
+    train.add_argument("--resume", type=Path, metavar="RUN_DIR|CHECKPOINT",
+                       help="continue a run from its latest checkpoint (or from the checkpoint named)")  # fmt: skip
+    train.add_argument("--trust-code", action="store_true", help=TRUST_HELP)
     train.add_argument("--tensorboard", action="store_true", help="also write TensorBoard event files")
     train.add_argument("--debug", action="store_true", help="show full tracebacks")
     evaluate = sub.add_parser("evaluate", help="run a checkpoint's greedy policy")
@@ -84,11 +92,13 @@ def _build_parser() -> argparse.ArgumentParser:
     evaluate.add_argument("--video", type=Path, help="record the first episode to a .gif (or .mp4 with imageio-ffmpeg)")
     evaluate.add_argument("--video-frames", type=int,
                           help="record at most this many frames of the episode (default 1,000)")  # fmt: skip
+    evaluate.add_argument("--trust-code", action="store_true", help=TRUST_HELP)
     evaluate.add_argument("--debug", action="store_true", help="show full tracebacks")
     export = sub.add_parser("export", help="write a checkpoint's greedy policy as a TorchScript (or ONNX) file")
     export.add_argument("checkpoint", type=Path)
     export.add_argument("-o", "--output", type=Path, default=Path("policy.pt"))
     export.add_argument("--format", choices=["torchscript", "onnx"], default="torchscript")
+    export.add_argument("--trust-code", action="store_true", help=TRUST_HELP)
     export.add_argument("--debug", action="store_true", help="show full tracebacks")
     plot = sub.add_parser("plot", help="draw learning curves of run folders")
     plot.add_argument("runs", type=Path, nargs="+", metavar="RUN_DIR")
@@ -168,59 +178,110 @@ async def _stopped_by_sigterm(coro: Any) -> Any:
 
 def _train(args: argparse.Namespace) -> int:
     from .algorithms import ALGORITHMS, Algorithm
-    from .experiment import Progress, Stop, latest_checkpoint, make_run_dir, run_experiment
+    from .experiment import Progress, Stop, make_run_dir, run_experiment
 
     if args.checkpoint_every < 0:
         raise ConfigError(f"--checkpoint-every must be >= 0, not {args.checkpoint_every}")
+    stop = Stop(args.stop_reward, args.stop_timesteps, args.stop_time, on_evaluation=args.stop_on_evaluation)
+    made: list[Path] = []
     if args.resume is not None:
         if args.algo or args.config or args.env or args.set or args.num_workers is not None or args.seed is not None:
             raise ConfigError(
                 "--resume continues a run with its saved config; give only stop conditions, logging, "
                 "--backend and --address"
             )
-        checkpoint = latest_checkpoint(args.resume)
-        algo = Algorithm.restore(checkpoint, **_placement(args))  # a run may resume elsewhere
-        run_dir, name = args.resume, algo.name
-        print(f"asyncflow: resuming {name} from {checkpoint}")
+        run_dir, checkpoint = _resume_point(args.resume)
+        algo = Algorithm.restore(checkpoint, trust_code=args.trust_code, **_placement(args))  # may resume elsewhere
+        episodes = ("with its environments mid-episode" if args.trust_code
+                    else "its environments starting new episodes; --trust-code restores them mid-episode")  # fmt: skip
+        print(f"asyncflow: resuming {algo.name} from {checkpoint}, {episodes}")
+        made.append(run_dir)
+        target: Path | Any = run_dir
     else:
+        if args.trust_code:
+            raise ConfigError("--trust-code is for loading a checkpoint (with --resume)")
         if args.algo is None:
             raise ConfigError("train: name an algorithm (" + ", ".join(sorted(ALGORITHMS)) + ")")
         cls = ALGORITHMS[args.algo]
         config = _make_config(cls, args)
         algo = cls(config)  # the env and the model are checked here, in this process
         env = config.env if isinstance(config.env, str) else getattr(config.env, "__name__", "env")
-        _interrupts.check()  # before the run directory is made
-        run_dir, name = make_run_dir(args.logdir, args.algo, env), args.algo
-        print(f"asyncflow: training {name} on {env} with {config.num_workers} workers; logs in {run_dir}")
+        _interrupts.check()  # before anything starts
+        name = args.algo
+
+        def target() -> Path:  # made once the algorithm has started: a run that cannot start leaves none
+            made.append(make_run_dir(args.logdir, name, env))
+            print(f"asyncflow: training {name} on {env} with {config.num_workers} workers; logs in {made[0]}")
+            return made[0]
+
     if args.stop_on_evaluation and algo.config.evaluation_interval is None:
         raise ConfigError("--stop-on-evaluation needs evaluation_interval (--set evaluation_interval=N)")
-    stop = Stop(args.stop_reward, args.stop_timesteps, args.stop_time, on_evaluation=args.stop_on_evaluation)
     _interrupts.release()  # from here, asyncio's handler: Ctrl-C cancels the run
     progress = Progress(stop)
     try:
-        experiment = run_experiment(algo, stop, run_dir, progress.update, checkpoint_every=args.checkpoint_every,
+        experiment = run_experiment(algo, stop, target, progress.update, checkpoint_every=args.checkpoint_every,
                                     tensorboard=args.tensorboard, resume=args.resume is not None)  # fmt: skip
         last, reason = asyncio.run(_stopped_by_sigterm(experiment))
     except (KeyboardInterrupt, _Terminated) as stopped:
         progress.close()
         how, code = ("interrupted", 130) if isinstance(stopped, KeyboardInterrupt) else ("terminated", 143)
-        print(f"\nasyncflow: {how}; workers stopped. Results so far are in {run_dir}", file=sys.stderr)
+        where = f" Results so far are in {made[0]}" if made else ""
+        print(f"\nasyncflow: {how}; workers stopped.{where}", file=sys.stderr)
         return code
     progress.close()
     if last is not None:
         print(
             f"done: {reason} after {last['training_iteration']} iterations, "
             f"{last['num_env_steps_sampled']} env steps, {last['time_total_s']:.1f}s; "
-            f"return mean {_fmt(last['episode_return_mean'])}. Results: {run_dir}"
+            f"return mean {_fmt(last['episode_return_mean'])}. Results: {made[0]}"
         )
     return 0
+
+
+def _resume_point(given: Path) -> tuple[Path, Path]:
+    """The run folder and the checkpoint that ``--resume`` names: a run folder (its newest
+    checkpoint), or a checkpoint file in one (``RUN/checkpoints/checkpoint_N.ckpt``). A damaged
+    newest checkpoint is an error that names the newest sound one."""
+    from .algorithms._checkpoint import read_checkpoint
+    from .errors import CheckpointError, CheckpointImportError, CheckpointTrustError
+    from .experiment import checkpoints
+
+    if given.is_file():
+        if given.parent.name != "checkpoints":
+            raise ConfigError(f"--resume {given}: a checkpoint file continues the run folder it is in "
+                              "(RUN/checkpoints/FILE); this one is in none")  # fmt: skip
+        return given.parent.parent, given
+    if not given.is_dir():
+        raise ConfigError(f"--resume {given}: no such run folder or checkpoint file")
+    found = checkpoints(given)
+    if not found:
+        raise ConfigError(f"--resume: {given} has no checkpoints (train with --checkpoint-every N)")
+    newest = found[-1]
+    try:
+        read_checkpoint(newest)
+    except (CheckpointImportError, CheckpointTrustError):
+        pass  # sound; what it needs is said when it is restored
+    except CheckpointError as damaged:
+        for older in reversed(found[:-1]):
+            try:
+                read_checkpoint(older)
+            except (CheckpointImportError, CheckpointTrustError):
+                pass
+            except CheckpointError:
+                continue
+            raise ConfigError(f"--resume: the newest checkpoint cannot be loaded ({damaged}); the newest sound "
+                              f"one is {older}: resume from it with --resume {older}") from None  # fmt: skip
+        raise ConfigError(f"--resume: the newest checkpoint cannot be loaded ({damaged}), "
+                          f"and no older one of {given} can either") from None  # fmt: skip
+    return given, newest
 
 
 def _evaluate(args: argparse.Namespace) -> int:
     from .evaluate import evaluate
 
     frames = {} if args.video_frames is None else {"video_frames": args.video_frames}
-    result = evaluate(args.checkpoint, args.episodes, seed=args.seed, video=args.video, **frames)
+    result = evaluate(args.checkpoint, args.episodes, seed=args.seed, video=args.video, trust_code=args.trust_code,
+                      **frames)  # fmt: skip
     print(json.dumps({"episodes": len(result.returns), "return_mean": result.mean, "return_std": result.std,
                       "length_mean": sum(result.lengths) / len(result.lengths)}))  # fmt: skip
     print(f"return {result.mean:.1f} +- {result.std:.1f} over {len(result.returns)} episodes"
@@ -231,7 +292,7 @@ def _evaluate(args: argparse.Namespace) -> int:
 def _export(args: argparse.Namespace) -> int:
     from .export import export_policy
 
-    path = export_policy(args.checkpoint, args.output, args.format)
+    path = export_policy(args.checkpoint, args.output, args.format, trust_code=args.trust_code)
     how = "torch.jit.load" if args.format == "torchscript" else "onnxruntime.InferenceSession"
     print(f"wrote {path}: load it with {how} and give it a batch of observations")
     return 0
@@ -314,11 +375,27 @@ def main(argv: list[str] | None = None) -> int:
     if from_shell:
         # Run from the shell and finished: every worker is stopped and every file
         # closed. Skip the interpreter's teardown, which takes about a second
-        # with torch loaded and has nothing left to do.
-        sys.stdout.flush()
-        sys.stderr.flush()
+        # with torch loaded, after removing the one thing it would have: the
+        # folder multiprocessing made in /tmp (pymp-*) for the fork server's socket.
+        _remove_multiprocessing_tempdir()
+        for stream in (sys.stdout, sys.stderr):
+            with contextlib.suppress(OSError):  # a reader that went away (| head)
+                stream.flush()
         os._exit(code)
     return code
+
+
+def _remove_multiprocessing_tempdir() -> None:
+    """Remove the ``pymp-*`` folder that ``multiprocessing`` made for this process, as its exit
+    handler would (``os._exit`` skips that handler)."""
+    if "multiprocessing" not in sys.modules:
+        return
+    import multiprocessing.process
+    import shutil
+
+    tempdir = multiprocessing.process.current_process()._config.get("tempdir")  # type: ignore[attr-defined]
+    if tempdir:
+        shutil.rmtree(tempdir, ignore_errors=True)
 
 
 def _stop_unused_fork_server(from_shell: bool) -> None:

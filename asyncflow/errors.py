@@ -5,7 +5,8 @@
     AsyncflowError                 base of everything below
     ├── ConfigError                bad input; raised before any process starts
     ├── CheckpointError            a checkpoint that is corrupt, foreign, or for another algorithm
-    │   └── CheckpointImportError  a sound checkpoint whose code (an env's module) cannot be imported here
+    │   ├── CheckpointImportError  a sound checkpoint whose code (an env's module) cannot be imported here
+    │   └── CheckpointTrustError   loading it would run code it holds, and the caller did not trust it
     ├── NoContextError             a flow operator ran outside any plan's context
     ├── TrainingError              the run stopped rather than go on with garbage
     │   ├── EnvOutputError         an env's output broke its own space (shape, dtype, NaN or inf)
@@ -34,6 +35,7 @@ __all__ = [
     "AsyncflowError",
     "CheckpointError",
     "CheckpointImportError",
+    "CheckpointTrustError",
     "ClosedError",
     "ConfigError",
     "EnvOutputError",
@@ -71,6 +73,12 @@ class CheckpointImportError(CheckpointError, ImportError):
     def __init__(self, message: str, module: str | None) -> None:
         super().__init__(message)
         self.module = module
+
+
+class CheckpointTrustError(CheckpointError):
+    """A checkpoint that holds code (a pickle: a config's lambda, an old format), which
+    loading would run: load it with ``trust_code=True`` (``--trust-code``) only if you trust
+    who wrote it."""
 
 
 class NoContextError(AsyncflowError, LookupError):
@@ -119,7 +127,7 @@ class ActorDiedError(ActorError):
 
 
 class WorkerTimeoutError(ActorDiedError):
-    """A rollout worker did not answer within ``sample_timeout_s`` and had no restart left
+    """A worker did not answer a call within ``worker_timeout_s`` and had no restart left
     (it was killed)."""
 
     def __init__(self, name: str, detail: str) -> None:

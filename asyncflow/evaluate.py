@@ -47,12 +47,15 @@ class Evaluation:
         return float(np.std(self.returns))
 
 
-def load_policy(checkpoint: str | os.PathLike[str], *, torch_model: bool = False) -> tuple[Algorithm, WorkerPolicy]:
+def load_policy(
+    checkpoint: str | os.PathLike[str], *, torch_model: bool = False, trust_code: bool = False
+) -> tuple[Algorithm, WorkerPolicy]:
     """The algorithm (not started) and its worker policy carrying the saved learner weights,
     on the CPU whatever device it trained on. ``torch_model``: a policy holding its torch
-    model (what an export traces), even where the workers infer in numpy."""
+    model (what an export traces), even where the workers infer in numpy. ``trust_code``:
+    see ``Algorithm.restore`` (a config whose env is a lambda needs it)."""
     inference = {"worker_inference": "torch"} if torch_model else {}
-    algo = Algorithm.restore(checkpoint, learner_device="cpu", worker_device="cpu", **inference)
+    algo = Algorithm.restore(checkpoint, trust_code=trust_code, learner_device="cpu", worker_device="cpu", **inference)
     if not hasattr(algo, "action_space"):
         raise ConfigError(f"evaluate: {algo.name} is a multi-agent algorithm; evaluate single-agent checkpoints")
     return algo, algo.policy_from_checkpoint()
@@ -133,14 +136,16 @@ def evaluate(
     video: str | os.PathLike[str] | None = None,
     fps: int = 30,
     video_frames: int = MAX_VIDEO_FRAMES,
+    trust_code: bool = False,
 ) -> Evaluation:
     """Run ``episodes`` greedy episodes; with ``video``, record the first one (up to ``video_frames``
-    frames). An Atari checkpoint plays whole games with real rewards, recorded as the real RGB screen."""
+    frames). An Atari checkpoint plays whole games with real rewards, recorded as the real RGB
+    screen. ``trust_code``: see ``Algorithm.restore``."""
     if episodes < 1:
         raise ConfigError(f"--episodes must be >= 1, not {episodes}")
     if video_frames < 1:
         raise ConfigError(f"--video-frames must be >= 1, not {video_frames}")
-    algo, policy = load_policy(checkpoint)
+    algo, policy = load_policy(checkpoint, trust_code=trust_code)
     normalizer = saved_normalizer(algo)
     if video is not None:
         _imageio()  # checked before the episodes are run, not after

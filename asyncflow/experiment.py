@@ -10,19 +10,28 @@ Each run gets a folder ``LOGDIR/ALGO_ENV_YYYYmmdd-HHMMSS`` holding:
 - ``checkpoints/checkpoint_NNNNNN.ckpt`` with ``checkpoint_every``;
 - ``tensorboard/`` event files with ``tensorboard=True`` (needs the
   ``tensorboard`` package): every number of the result, at step
-  ``num_env_steps_sampled``.
+  ``num_env_steps_sampled``;
+- ``.lock``: held (``flock``) by the run writing to the folder, with its pid. One run owns a
+  folder at a time: a second ``--resume`` of a folder in use is refused, naming the process.
 
-A resumed run appends to the same files.
+A new run's folder is made once the algorithm has started, so a run that cannot start (an
+unreachable Ray address, a cluster too small for its workers) leaves no folder behind. A
+resumed run appends to the same files.
 """
 
 from __future__ import annotations
 
+import contextlib
 import csv
+import errno
+import fcntl
 import json
 import math
 import os
 import re
+import socket
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -35,6 +44,7 @@ from .errors import ConfigError
 __all__ = [
     "CSV_FIELDS",
     "Progress",
+    "RunLock",
     "RunLogger",
     "Stop",
     "latest_checkpoint",
@@ -77,6 +87,15 @@ class Stop:
     seconds: float | None = None
     on_evaluation: bool = False  # ``reward`` is for the evaluation return, not the training one
 
+    def __post_init__(self) -> None:
+        # A NaN never compares true, a negative count or time is reached at once: both are typos.
+        if self.reward is not None and not math.isfinite(self.reward):
+            raise ConfigError(f"--stop-reward must be a finite number, not {self.reward}")
+        if self.timesteps is not None and (isinstance(self.timesteps, bool) or self.timesteps < 1):
+            raise ConfigError(f"--stop-timesteps must be >= 1, not {self.timesteps}")
+        if self.seconds is not None and not (math.isfinite(self.seconds) and self.seconds > 0):
+            raise ConfigError(f"--stop-time must be a number of seconds > 0, not {self.seconds}")
+
     def reached(self, result: dict[str, Any]) -> str | None:
         """Why the run should stop now, or None."""
         if self.on_evaluation:
@@ -118,12 +137,67 @@ def make_run_dir(logdir: Path, algo: str, env: str) -> Path:
             path = Path(f"{base}_{n}")
 
 
+class RunLock:
+    """Exclusive ownership of a run folder, for as long as a run writes to it.
+
+    A lock (``flock``) on ``RUN/.lock``, which holds the owner's pid, host and start time: the
+    kernel drops it when the owner ends, however it ends, so a folder is never left locked.
+    A second owner gets a one-line ``ConfigError`` naming the first. (Two ``--resume`` of one
+    folder at once both ran: one's logs were lost, and its checkpoints mixed two trainings.)
+    """
+
+    def __init__(self, run_dir: Path) -> None:
+        self.run_dir = run_dir
+        self.path = run_dir / ".lock"
+        self._fd: int | None = None
+
+    def acquire(self) -> RunLock:
+        """Take the folder, or raise ``ConfigError`` naming the process that holds it."""
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as exc:
+            holder = os.pread(fd, 400, 0).decode(errors="replace").strip() or "another process"
+            os.close(fd)
+            if exc.errno not in (errno.EWOULDBLOCK, errno.EAGAIN):
+                raise
+            raise ConfigError(f"{self.run_dir} is in use by {holder}: one run writes to a run folder at a time "
+                              "(wait for it to end, or stop it)") from None  # fmt: skip
+        os.ftruncate(fd, 0)
+        stamp = time.strftime("%Y-%m-%d %H:%M:%S")
+        os.pwrite(fd, f"process {os.getpid()} on {socket.gethostname()} (since {stamp})\n".encode(), 0)
+        self._fd = fd
+        return self
+
+    def release(self) -> None:
+        """Let the folder go (the file stays: removing it could race with the next owner)."""
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+    def __enter__(self) -> RunLock:
+        return self.acquire()
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.release()
+
+
 def latest_checkpoint(run_dir: Path) -> Path:
     """The newest checkpoint of a run folder."""
-    found = sorted((run_dir / "checkpoints").glob("checkpoint_*.ckpt"))
+    found = checkpoints(run_dir)
     if not found:
         raise ConfigError(f"--resume: {run_dir} has no checkpoints (train with --checkpoint-every N)")
     return found[-1]
+
+
+def checkpoints(run_dir: Path) -> list[Path]:
+    """A run folder's checkpoints, oldest first."""
+    return sorted((run_dir / "checkpoints").glob("checkpoint_*.ckpt"), key=_checkpoint_iteration)
+
+
+def _checkpoint_iteration(path: Path) -> int:
+    digits = path.stem.removeprefix("checkpoint_")
+    return int(digits) if digits.isdigit() else -1
 
 
 def _jsonable(value: Any) -> Any:
@@ -154,7 +228,8 @@ def _iteration_of(line: str) -> int | None:
 def truncate_logs(run_dir: Path, iteration: int) -> None:
     """Drop what a run logged after ``iteration`` (and lines cut short): a resumed run goes on
     from its checkpoint, so iterations the killed run logged after it would come twice.
-    Also removes the temporary files of checkpoints that were being written when it died."""
+    Checkpoints after it move to ``checkpoints/replaced/``, and the temporary files of
+    checkpoints that were being written when it died are removed."""
     csv_path, jsonl_path = run_dir / "progress.csv", run_dir / "result.jsonl"
     if csv_path.exists():
         with open(csv_path, newline="") as f:
@@ -166,8 +241,15 @@ def truncate_logs(run_dir: Path, iteration: int) -> None:
         lines = jsonl_path.read_text().splitlines()
         keep_lines = [ln for ln in lines if (i := _iteration_of(ln)) is not None and i <= iteration]
         _rewrite(jsonl_path, lambda f: f.write("".join(ln + "\n" for ln in keep_lines)))
-    for stale in (run_dir / "checkpoints").glob(".*.tmp-*"):
-        stale.unlink(missing_ok=True)
+    newer = [c for c in checkpoints(run_dir) if _checkpoint_iteration(c) > iteration]
+    if newer:  # a run resumed from an older checkpoint: its later ones are another future
+        aside = run_dir / "checkpoints" / "replaced"
+        aside.mkdir(exist_ok=True)
+        for path in newer:
+            os.replace(path, aside / path.name)
+    for pattern in (".*.tmp", ".*.tmp-*"):  # .tmp-PID: written before 2026-12
+        for stale in (run_dir / "checkpoints").glob(pattern):
+            stale.unlink(missing_ok=True)
 
 
 def _write_csv(f: TextIO, rows: list[dict[str, str]]) -> None:
@@ -177,10 +259,25 @@ def _write_csv(f: TextIO, rows: list[dict[str, str]]) -> None:
 
 
 def _rewrite(path: Path, write: Callable[[TextIO], object]) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    with open(tmp, "w", newline="") as f:
-        write(f)
-    os.replace(tmp, path)
+    """Write ``path`` anew through a temporary file made exclusively beside it (``mkstemp``)."""
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", newline="") as f:
+            write(f)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+
+
+def summary_writer() -> Any:
+    """TensorBoard's ``SummaryWriter``, or a ``ConfigError`` saying what to install."""
+    try:
+        from torch.utils.tensorboard import SummaryWriter
+    except ImportError as exc:
+        raise ConfigError("--tensorboard needs the tensorboard package (pip install tensorboard)") from exc
+    return SummaryWriter
 
 
 class RunLogger:
@@ -198,11 +295,7 @@ class RunLogger:
         self._jsonl = open(run_dir / "result.jsonl", "a" if append else "w")  # noqa: SIM115
         self._tb: Any = None
         if tensorboard:
-            try:
-                from torch.utils.tensorboard import SummaryWriter
-            except ImportError as exc:
-                raise ConfigError("--tensorboard needs the tensorboard package (pip install tensorboard)") from exc
-            self._tb = SummaryWriter(str(run_dir / "tensorboard"), purge_step=purge_step)
+            self._tb = summary_writer()(str(run_dir / "tensorboard"), purge_step=purge_step)
 
     def log(self, result: dict[str, Any]) -> None:
         """Append one iteration to every log."""
@@ -252,12 +345,15 @@ class Progress:
             self._bar.n = result["num_env_steps_sampled"]
             self._bar.set_postfix_str(f"iter {result['training_iteration']} return {ret_text} {left_text}")
             return
-        print(
-            f"iter {result['training_iteration']:4d}  steps {result['num_env_steps_sampled']:8d}  "
-            f"{rate:8.0f} steps/s  return {ret_text}  ({result['time_total_s']:.1f}s, {left_text})",
-            file=self.stream,
-            flush=True,
-        )
+        try:
+            print(
+                f"iter {result['training_iteration']:4d}  steps {result['num_env_steps_sampled']:8d}  "
+                f"{rate:8.0f} steps/s  return {ret_text}  ({result['time_total_s']:.1f}s, {left_text})",
+                file=self.stream,
+                flush=True,
+            )
+        except BrokenPipeError:
+            write_nowhere(self.stream)
 
     def close(self) -> None:
         """End the live display."""
@@ -265,10 +361,21 @@ class Progress:
             self._bar.close()
 
 
+def write_nowhere(stream: TextIO) -> None:
+    """The reader of ``stream`` went away (``asyncflow train ... | head``): its later writes go to
+    the null device, and the run goes on to its stop condition and its last checkpoint, with
+    everything in the run folder. (It died of the first broken pipe, before them.)"""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, stream.fileno())
+    finally:
+        os.close(devnull)
+
+
 async def run_experiment(
     algo: Algorithm,
     stop: Stop,
-    run_dir: Path,
+    run_dir: Path | Callable[[], Path],
     on_result: Callable[[dict[str, Any]], None] | None = None,
     *,
     checkpoint_every: int = 0,
@@ -277,33 +384,41 @@ async def run_experiment(
 ) -> tuple[dict[str, Any] | None, str]:
     """Train until ``stop``; returns the last result and why it stopped.
 
-    ``checkpoint_every=N`` saves every N iterations and when the run stops;
-    ``resume=True`` appends to an existing run folder.
+    ``run_dir`` is the run's folder, or a function that makes one (``make_run_dir``), called
+    once the algorithm has started: a run that cannot start leaves no folder. The folder is
+    owned (``RunLock``) for as long as the run writes to it. ``checkpoint_every=N`` saves
+    every N iterations and when the run stops; ``resume=True`` appends to an existing folder.
     """
-    if not resume:
-        (run_dir / "params.json").write_text(json.dumps(algo.config.to_dict(), indent=2, default=str) + "\n")
+    if tensorboard:
+        summary_writer()  # a missing package is an error before anything starts
     last: dict[str, Any] | None = None
-
-    async def checkpoint(result: dict[str, Any]) -> None:
-        await algo.save(run_dir / "checkpoints" / f"checkpoint_{result['training_iteration']:06d}.ckpt")
-
-    async with algo:
-        purge_step = None
-        if resume:  # the checkpoint's state is loaded now: forget what was logged after it
-            truncate_logs(run_dir, algo.ctx.iteration)
-            purge_step = algo.ctx.env_steps_sampled + 1
-        logger = RunLogger(run_dir, append=resume, tensorboard=tensorboard, purge_step=purge_step)
-        try:
-            async for result in algo.train():
-                last = result
-                logger.log(result)
-                if on_result is not None:
-                    on_result(result)
-                reason = stop.reached(result)
-                if checkpoint_every and (reason is not None or result["training_iteration"] % checkpoint_every == 0):
-                    await checkpoint(result)
-                if reason is not None:
-                    return last, reason
-        finally:
-            logger.close()
+    with contextlib.ExitStack() as owned:
+        if isinstance(run_dir, Path):  # taken before anything reads or writes it
+            owned.enter_context(RunLock(run_dir))
+        async with algo:
+            if not isinstance(run_dir, Path):
+                run_dir = run_dir()
+                owned.enter_context(RunLock(run_dir))
+            folder = run_dir
+            purge_step = None
+            if resume:  # the checkpoint's state is loaded now: forget what was logged after it
+                truncate_logs(folder, algo.ctx.iteration)
+                purge_step = algo.ctx.env_steps_sampled + 1
+            else:
+                (folder / "params.json").write_text(json.dumps(algo.config.to_dict(), indent=2, default=str) + "\n")
+            logger = RunLogger(folder, append=resume, tensorboard=tensorboard, purge_step=purge_step)
+            try:
+                async for result in algo.train():
+                    last = result
+                    logger.log(result)
+                    if on_result is not None:
+                        on_result(result)
+                    reason = stop.reached(result)
+                    iteration = result["training_iteration"]
+                    if checkpoint_every and (reason is not None or iteration % checkpoint_every == 0):
+                        await algo.save(folder / "checkpoints" / f"checkpoint_{iteration:06d}.ckpt")
+                    if reason is not None:
+                        return last, reason
+            finally:
+                logger.close()
     return last, "the plan ended"

@@ -185,11 +185,18 @@ def _onnx_export(module: nn.Module, example: Any, path: Path) -> None:
         chatty.setLevel(level)
 
 
-def export_policy(checkpoint: str | os.PathLike[str], out: str | os.PathLike[str], fmt: Format = "torchscript") -> Path:
-    """Write the checkpoint's greedy policy to ``out`` (TorchScript, or ONNX); returns the path."""
+def export_policy(
+    checkpoint: str | os.PathLike[str],
+    out: str | os.PathLike[str],
+    fmt: Format = "torchscript",
+    *,
+    trust_code: bool = False,
+) -> Path:
+    """Write the checkpoint's greedy policy to ``out`` (TorchScript, or ONNX); returns the path.
+    ``trust_code``: see ``Algorithm.restore``."""
     if fmt not in ("torchscript", "onnx"):
         raise ConfigError(f"--format must be 'torchscript' or 'onnx', not {fmt!r}")
-    algo, policy = load_policy(checkpoint, torch_model=True)
+    algo, policy = load_policy(checkpoint, torch_model=True, trust_code=trust_code)
     example = example_batch(algo.observation_space)
     module = greedy_module(policy, algo.action_space)
     normalizer = saved_normalizer(algo)

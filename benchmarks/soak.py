@@ -1,17 +1,21 @@
 """Soak: PPO and Ape-X train side by side, in one driver, for M minutes, while
 every K seconds a random rollout worker or Ape-X replay shard is killed with
-SIGKILL. Every S seconds it samples, over the driver and all its descendant
-processes (fork server, resource tracker, workers, shards): RSS and PSS (from
-/proc/PID/smaps_rollup), open fds, threads, and asyncflow's segments in
-/dev/shm. It prints each resource at the end of the warm-up and at the end,
-its slope after the warm-up (least squares), and the env steps per second of
-both algorithms over time; with ``--json`` it also writes everything it saw.
+SIGKILL or frozen with SIGSTOP (``--faults kill,freeze``, one or the other at
+random; a frozen process must miss a call's deadline, ``worker_timeout_s``, and
+be killed and replaced: how long that took is reported). Every S seconds it
+samples, over the driver and all its descendant processes (fork server,
+resource tracker, workers, shards): RSS and PSS (from /proc/PID/smaps_rollup),
+open fds, threads, and asyncflow's segments in /dev/shm. It prints each
+resource at the end of the warm-up and at the end, its slope after the warm-up
+(least squares), and the env steps per second of both algorithms over time;
+with ``--json`` it also writes everything it saw.
 
-    python benchmarks/soak.py --minutes 60 [--kill-every 30] [--sample-every 10]
+    python benchmarks/soak.py --minutes 60 [--kill-every 30] [--faults kill,freeze] [--deadline 10]
 
 Targets (issue "Reliability in training"): RSS growth under 5% after the
 warm-up, constant fds, threads and segments, and training that goes on
-through every kill. 2 cores: 2 PPO workers, 2 Ape-X workers, 2 replay shards.
+through every kill and freeze; each freeze detected within its deadline.
+2 cores: 2 PPO workers, 2 Ape-X workers, 2 replay shards.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ import signal
 import statistics
 import sys
 import time
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +38,7 @@ from _table import machine_line, print_table
 
 from asyncflow.actors._ring import SEGMENT_PREFIX
 from asyncflow.algorithms import PPO, Algorithm, ApexDQN, ApexDQNConfig, PPOConfig
+from asyncflow.rl.worker_set import WorkerTimeoutWarning
 
 RESTARTS = 10_000  # no limit in practice: a soak kills far more often than a run would crash
 
@@ -95,15 +101,39 @@ async def _train(algo: Algorithm, name: str, steps: list[tuple[float, str, int]]
         steps.append((time.monotonic() - start, name, int(result["num_env_steps_sampled"])))
 
 
-async def _kill(ppo: PPO, apex: ApexDQN, every: float, kills: list[dict[str, Any]], start: float, seed: int) -> None:
+def _gone(pid: int) -> bool:
+    """Whether ``pid`` has ended (a zombie not yet reaped counts as ended)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] in ("Z", "X")
+    except OSError:
+        return True
+
+
+async def _fault(
+    ppo: PPO, apex: ApexDQN, every: float, faults: list[str], kills: list[dict[str, Any]], start: float, seed: int
+) -> None:
     rng = random.Random(seed)
     while True:
         await asyncio.sleep(every)
         targets = [("ppo worker", w) for w in ppo.workers.workers] + [("apex worker", w) for w in apex.workers.workers]
         targets += [("apex replay shard", s) for s in apex.replay_actors]
-        kind, actor = rng.choice([t for t in targets if t[1].pid is not None and t[1].alive])
-        os.kill(actor.pid, signal.SIGKILL)  # type: ignore[arg-type]
-        kills.append({"t": time.monotonic() - start, "kind": kind, "name": actor.name, "pid": actor.pid})
+        frozen = {k["pid"] for k in kills if k["fault"] == "freeze" and "detected_s" not in k}
+        kind, actor = rng.choice([t for t in targets if t[1].pid is not None and t[1].alive and t[1].pid not in frozen])
+        fault = rng.choice(faults)
+        os.kill(actor.pid, signal.SIGKILL if fault == "kill" else signal.SIGSTOP)  # type: ignore[arg-type]
+        kills.append(
+            {"t": time.monotonic() - start, "kind": kind, "name": actor.name, "pid": actor.pid, "fault": fault}
+        )
+
+
+async def _watch_freezes(kills: list[dict[str, Any]], start: float) -> None:
+    """Note when each frozen process is gone (killed on a missed deadline)."""
+    while True:
+        await asyncio.sleep(0.25)
+        for k in kills:
+            if k["fault"] == "freeze" and "detected_s" not in k and _gone(k["pid"]):
+                k["detected_s"] = time.monotonic() - start - k["t"]
 
 
 async def _sample(every: float, samples: list[dict[str, float]], start: float) -> None:
@@ -112,11 +142,18 @@ async def _sample(every: float, samples: list[dict[str, float]], start: float) -
         await asyncio.sleep(every)
 
 
-async def soak(minutes: float, kill_every: float, sample_every: float, seed: int = 0) -> dict[str, Any]:
-    """Run the soak; returns what it saw (samples, kills, steps, and the state before and after)."""
+async def soak(
+    minutes: float,
+    kill_every: float,
+    sample_every: float,
+    seed: int = 0,
+    faults: tuple[str, ...] = ("kill",),
+    deadline: float = 10.0,
+) -> dict[str, Any]:
+    """Run the soak; returns what it saw (samples, faults, steps, and the state before and after)."""
     before = sample(os.getpid())
-    ppo = PPO(PPOConfig(num_workers=2, seed=seed, max_worker_restarts=RESTARTS))
-    apex = ApexDQN(ApexDQNConfig(num_workers=2, seed=seed, max_worker_restarts=RESTARTS,
+    ppo = PPO(PPOConfig(num_workers=2, seed=seed, max_worker_restarts=RESTARTS, worker_timeout_s=deadline))
+    apex = ApexDQN(ApexDQNConfig(num_workers=2, seed=seed, max_worker_restarts=RESTARTS, worker_timeout_s=deadline,
                                  max_replay_restarts=RESTARTS, buffer_size=50_000))  # fmt: skip
     samples: list[dict[str, float]] = []
     kills: list[dict[str, Any]] = []
@@ -126,10 +163,13 @@ async def soak(minutes: float, kill_every: float, sample_every: float, seed: int
         tasks = [
             asyncio.ensure_future(_train(ppo, "ppo", steps, start)),
             asyncio.ensure_future(_train(apex, "apex", steps, start)),
-            asyncio.ensure_future(_kill(ppo, apex, kill_every, kills, start, seed)),
+            asyncio.ensure_future(_fault(ppo, apex, kill_every, list(faults), kills, start, seed)),
+            asyncio.ensure_future(_watch_freezes(kills, start)),
             asyncio.ensure_future(_sample(sample_every, samples, start)),
         ]
-        done, _ = await asyncio.wait(tasks, timeout=minutes * 60, return_when=asyncio.FIRST_EXCEPTION)
+        with warnings.catch_warnings():  # each missed deadline warns (WorkerTimeoutWarning): expected here
+            warnings.simplefilter("ignore", WorkerTimeoutWarning)
+            done, _ = await asyncio.wait(tasks, timeout=minutes * 60, return_when=asyncio.FIRST_EXCEPTION)
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
@@ -140,7 +180,7 @@ async def soak(minutes: float, kill_every: float, sample_every: float, seed: int
         end_inside = sample(os.getpid())
     await asyncio.sleep(0.5)  # the resource tracker and fork server settle
     return {"before": before, "inside_end": end_inside, "after": sample(os.getpid()), "samples": samples,
-            "kills": kills, "steps": steps, "restarts": restarts, "minutes": minutes}  # fmt: skip
+            "kills": kills, "steps": steps, "restarts": restarts, "minutes": minutes, "deadline": deadline}  # fmt: skip
 
 
 def report(run: dict[str, Any], warmup_fraction: float) -> dict[str, Any]:
@@ -177,9 +217,18 @@ def report(run: dict[str, Any], warmup_fraction: float) -> dict[str, Any]:
     print_table("env steps per second over time", ["window", "PPO", "Ape-X", "kills"], trows)
     kinds: dict[str, int] = {}
     for k in run["kills"]:
-        kinds[k["kind"]] = kinds.get(k["kind"], 0) + 1
-    print(f"\nkills: {len(run['kills'])} ({', '.join(f'{v} {k}' for k, v in sorted(kinds.items()))}); "
+        name = f"{k['kind']} {'killed' if k['fault'] == 'kill' else 'frozen'}"
+        kinds[name] = kinds.get(name, 0) + 1
+    print(f"\nfaults: {len(run['kills'])} ({', '.join(f'{v} {k}' for k, v in sorted(kinds.items()))}); "
           f"restarts seen: {run['restarts']}")  # fmt: skip
+    freezes = [k for k in run["kills"] if k["fault"] == "freeze"]
+    detected = sorted(k["detected_s"] for k in freezes if "detected_s" in k)
+    if freezes:
+        frows = [[len(freezes), len(detected), statistics.median(detected) if detected else None,
+                  max(detected) if detected else None, run["deadline"]]]  # fmt: skip
+        print_table("freezes (SIGSTOP): from the freeze to the frozen process gone (killed on a missed deadline)",
+                    ["frozen", "detected", "median s", "max s", "deadline s"], frows)  # fmt: skip
+        summary["freezes"] = {"frozen": len(freezes), "detected": len(detected), "detected_s": detected}
     b, a = run["before"], run["after"]
     print(f"before the run: {b['processes']:.0f} processes, {b['segments']:.0f} segments, {b['fds']:.0f} fds, "
           f"{b['threads']:.0f} threads; after it: {a['processes']:.0f} processes, {a['segments']:.0f} segments, "
@@ -190,15 +239,21 @@ def report(run: dict[str, Any], warmup_fraction: float) -> dict[str, Any]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--minutes", type=float, default=60.0)
-    parser.add_argument("--kill-every", type=float, default=30.0, help="seconds between kills")
+    parser.add_argument("--kill-every", type=float, default=30.0, help="seconds between faults")
+    parser.add_argument("--faults", default="kill,freeze", help="what a fault is: kill, freeze, or both (kill,freeze)")
+    parser.add_argument("--deadline", type=float, default=10.0, help="worker_timeout_s of both runs")
     parser.add_argument("--sample-every", type=float, default=10.0, help="seconds between resource samples")
     parser.add_argument("--warmup", type=float, default=0.25, help="fraction of the run counted as warm-up")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--json", type=Path, help="write what was seen here")
     args = parser.parse_args()
-    print(f"# soak: PPO + Ape-X on CartPole-v1 for {args.minutes:g} min, a SIGKILL every {args.kill_every:g} s "
-          f"({machine_line()}; 2 PPO workers, 2 Ape-X workers, 2 replay shards)")  # fmt: skip
-    run = asyncio.run(soak(args.minutes, args.kill_every, args.sample_every, args.seed))
+    faults = tuple(f.strip() for f in args.faults.split(","))
+    if not faults or set(faults) - {"kill", "freeze"}:
+        parser.error("--faults: kill, freeze, or kill,freeze")
+    print(f"# soak: PPO + Ape-X on CartPole-v1 for {args.minutes:g} min, a fault ({'/'.join(faults)}) every "
+          f"{args.kill_every:g} s, worker_timeout_s={args.deadline:g} ({machine_line()}; 2 PPO workers, "
+          "2 Ape-X workers, 2 replay shards)")  # fmt: skip
+    run = asyncio.run(soak(args.minutes, args.kill_every, args.sample_every, args.seed, faults, args.deadline))
     run["summary"] = report(run, args.warmup)
     if args.json is not None:
         args.json.write_text(json.dumps(run))

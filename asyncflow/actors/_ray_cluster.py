@@ -7,6 +7,10 @@ joins it. An ``address`` attaches to a running cluster (``"auto"``, or
 that a runtime started is shut down, and from a cluster that a runtime
 attached to this process disconnects (the cluster runs on). A Ray that was
 initialized here before is left as it was.
+
+A local Ray listens on every interface (Ray 2.60's gRPC servers bind ``::`` whatever
+node address is asked for); Ray's token authentication, on by default for local
+instances since Ray 2.59, is what keeps other machines out.
 """
 
 from __future__ import annotations

@@ -25,7 +25,7 @@ import numpy as np
 import torch
 
 from ..actors import TORCH_FREE_PRELOAD, ActorHandle, Runtime, open_runtime, prefer_torch_free_fork_server
-from ..errors import CheckpointError, ConfigError
+from ..errors import CheckpointError, ClosedError, ConfigError
 from ..flow._context import FlowContext, set_context
 from ..flow.learner_thread import in_learner_thread, set_learner_threads
 from ..rl.action_mask import has_action_mask
@@ -94,6 +94,8 @@ class Algorithm:
         self.learner: Any = None
         self._stack = contextlib.AsyncExitStack()
         self._plan: AsyncIterator[dict[str, Any]] | None = None
+        self._entered = False  # an algorithm runs once: a second 'async with' is refused
+        self._plan_broken = False  # the plan was cancelled mid-step: train() builds it again
         self._restoring: dict[str, Any] | None = None
         self.evaluation_workers: WorkerSet | None = None
         self._evaluating: asyncio.Task[dict[str, Any]] | None = None
@@ -197,6 +199,12 @@ class Algorithm:
     # -- lifecycle -------------------------------------------------------
 
     async def __aenter__(self) -> Algorithm:
+        if self._entered:
+            name = type(self).__name__
+            raise ClosedError(f"this {name} has run once already ('async with' it only once): build a new {name}, "
+                              f"or continue this run from a checkpoint (await algo.save(path), then "
+                              f"{name}.restore(path))")  # fmt: skip
+        self._entered = True
         try:
             await self._start()
             if self._restoring is not None:
@@ -295,12 +303,14 @@ class Algorithm:
         set_learner_threads(c.learner_torch_threads or learner_threads(self.learners()))
         handles = await asyncio.gather(*spawns)
         self.workers = WorkerSet(
-            handles, sample_timeout_s=c.sample_timeout_s, env=f"env {env_name(c.env)!r}", share=runtime.share,
+            handles, timeout_s=c.worker_timeout_s, env=f"env {env_name(c.env)!r}", share=runtime.share,
             normalizer=self.new_normalizer(),
         )  # fmt: skip
         await self.workers.broadcast(self.learner.get_weights())  # one starting point everywhere
         if c.evaluation_interval is not None:
-            self.evaluation_workers = WorkerSet(await asyncio.gather(*self.spawn_evaluation_workers(runtime)))
+            evaluators = await asyncio.gather(*self.spawn_evaluation_workers(runtime))
+            where = f"env {env_name(c.env)!r}"
+            self.evaluation_workers = WorkerSet(evaluators, timeout_s=c.worker_timeout_s, env=where)
         await self.setup(runtime)
         self.ctx = FlowContext(start_time=time.perf_counter(), smoothing_episodes=c.metrics_smoothing_episodes)
 
@@ -312,12 +322,13 @@ class Algorithm:
             options: dict[str, Any] = {"min_ready": c.min_ready,
                                        "ready_timeout_s": c.ready_timeout_s,
                                        "env_step_timeout_s": c.env_step_timeout_s,
-                                       "restart_failed_envs": c.restart_failed_envs}  # fmt: skip
+                                       "restart_failed_envs": c.restart_failed_envs is not False}  # fmt: skip
         else:
             worker, options = RolloutWorker, {"vector_env": c.vector_env,
                                               "normalize_observations": c.normalize_observations,
                                               "normalize_rewards": c.normalize_rewards,
-                                              "normalize_clip": c.normalize_clip}  # fmt: skip
+                                              "normalize_clip": c.normalize_clip,
+                                              "restart_failed_envs": bool(c.restart_failed_envs)}  # fmt: skip
         factory = self.policy_factory()
         return [
             runtime.spawn(
@@ -402,7 +413,7 @@ class Algorithm:
             raise RuntimeError(f"use 'async with {type(self).__name__}(config) as algo' before save()")
         payload = {
             "algorithm": self.name,
-            "config": self.config,
+            "config": self.config.to_state(),
             "learner": await in_learner_thread(get_state, self.learner),  # between two learner steps
             "workers": await self.workers.get_states(),
             "extra": await self.extra_state(),
@@ -414,21 +425,34 @@ class Algorithm:
         return write_checkpoint(path, payload)
 
     @classmethod
-    def restore(cls, path: str | os.PathLike[str], **changes: Any) -> Algorithm:
+    def restore(cls, path: str | os.PathLike[str], *, trust_code: bool = False, **changes: Any) -> Algorithm:
         """An algorithm that continues from a checkpoint once entered (``async with``).
 
         Called on ``Algorithm`` itself, it builds whichever algorithm saved the file.
         ``changes`` replace config fields that do not shape the state (for
         instance ``learner_device="cpu"`` for a run trained on a GPU).
+
+        Loading runs no code from the file (``_checkpoint.py``). Two things in it only
+        unpickling brings back, and ``trust_code=True`` loads them: a config value with no
+        import path (a lambda; without trust that is a ``CheckpointTrustError``), and each
+        worker's environments mid-episode (without trust the run goes on from the saved
+        learner, counters and replay buffers, its environments starting new episodes).
+        Checkpoints of formats 1 and 2 (pickles) need ``trust_code=True``.
         """
         from . import ALGORITHMS
 
-        payload = read_checkpoint(path)
+        payload = read_checkpoint(path, trust_code=trust_code)
         name = payload["algorithm"]
         target = ALGORITHMS.get(name) if cls is Algorithm else cls
         if target is None or target.name != name:
             raise CheckpointError(f"{path} holds a {name!r} checkpoint, not {cls.name!r}")
-        config = payload["config"].replace(**changes) if changes else payload["config"]
+        saved = payload["config"]
+        if isinstance(saved, AlgorithmConfig):  # formats 1 and 2 pickled the config itself
+            config = saved.replace(**changes) if changes else saved
+        elif isinstance(saved, dict):
+            config = target.config_class.from_state(saved, str(path), **changes)
+        else:
+            raise CheckpointError(f"{path} is damaged: its config is a {type(saved).__name__}")
         algo = target(config)
         algo._restoring = payload
         return algo
@@ -481,13 +505,32 @@ class Algorithm:
         raise NotImplementedError  # pragma: no cover - every algorithm defines its plan
 
     async def train(self) -> AsyncIterator[dict[str, Any]]:
-        """One result mapping per training iteration, for as long as you iterate."""
+        """One result mapping per training iteration, for as long as you iterate.
+
+        Leaving the loop (``break``) and iterating ``train()`` again goes on with the next
+        iteration. So does a loop that was cancelled (``asyncio.timeout`` around it, a host
+        application's pause): what was in flight is dropped (samples being collected, a batch
+        being put together; a learner step in progress finishes first), the workers get the
+        learner's weights, and the plan is built again from the counters, which go on.
+        """
         if self.learner is None:
             raise RuntimeError(f"use 'async with {type(self).__name__}(config) as algo' before train()")
         set_context(self.ctx)  # the operators find their context here
-        if self._plan is None:
-            self._plan = self.execution_plan(self.workers, self.learner, self.config)
-        async for result in self._plan:
+        if self._plan is None or self._plan_broken:
+            if self._plan_broken:  # a step may have trained without sending the weights
+                await self.workers.broadcast(await in_learner_thread(self.learner.get_weights))
+            self._plan, self._plan_broken = self.execution_plan(self.workers, self.learner, self.config), False
+        plan = self._plan
+        while True:
+            try:
+                result = await anext(plan)
+            except StopAsyncIteration:
+                return
+            except BaseException:
+                # An exception (cancellation above all) that went through the plan has ended
+                # it: every operator in it is closed. The next train() builds a new one.
+                self._plan_broken = True
+                raise
             yield self._with_evaluation(result)
 
 

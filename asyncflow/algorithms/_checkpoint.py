@@ -1,73 +1,247 @@
-"""The checkpoint file: a header line, a format version and the payload's
-SHA-256, then the payload (a pickle).
+"""The checkpoint file: a safetensors file, whose arrays are the run's and whose metadata
+holds the rest of its state as JSON. Loading it runs no code from it.
 
-Written to a temporary name in the same folder, flushed to disk, then
-renamed over the target, so a process that dies while saving leaves the
-previous checkpoint (or none), never half a file. Reading checks the header
-first and the checksum before unpickling anything: a file that is not ours,
-cut short, or damaged in place (a flipped byte in the weights unpickles
-fine, and would evaluate without a word) is a ``CheckpointError`` that says
-so. A sound file whose code cannot be imported here (the env's module) is a
-``CheckpointImportError`` naming the module: the file is good, do not
-delete it.
+Layout (safetensors, so its tools read the arrays too)::
+
+    8 bytes     N, the header's length (little-endian)
+    N bytes     JSON: {"__metadata__": {"format": "asyncflow-checkpoint", "version": "3",
+                        "algorithm": "ppo", "sha256": ..., "config": JSON, "state": JSON},
+                       "learner/model/encoder.0.weight": {"dtype": "F32", "shape": [...],
+                                                          "data_offsets": [begin, end]}, ...}
+    the arrays, one after another, widest dtypes first (each stays aligned)
+
+The state tree (``rl/state_tree.py``) refers to the arrays by name. ``sha256`` covers the
+config, the state, the array index and the data: a file damaged in place (a flipped byte in
+the weights) is a ``CheckpointError`` that says so, not a run that trains on garbage. It is
+not a signature: the format is safe because nothing in it is executed, not because of it.
+
+Two things a file may hold that only unpickling brings back, each loaded only when the
+caller trusts the file (``trust_code=True``, ``--trust-code``), and each named in the
+refusal otherwise: a config value with no import path (a lambda, a class defined in
+``__main__``), and the environments of each worker mid-episode. Without them a run
+resumes with new episodes, as RLlib's and Stable-Baselines3's do. Files of formats 1
+and 2 (before 2026-12) are pickles from end to end: they load behind the same opt-in.
+
+Written to a temporary file created exclusively in the same folder (``mkstemp``: a name
+nobody can predict, mode 0600, never through a symlink), flushed to disk, then renamed
+over the target: a process that dies while saving leaves the previous checkpoint (or
+none), never half a file.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import io
+import json
 import os
 import pickle
 import re
+import struct
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import cloudpickle
+import numpy as np
 
-from ..errors import CheckpointError, CheckpointImportError
+from ..errors import CheckpointError, CheckpointImportError, CheckpointTrustError
+from ..rl.state_tree import decode, encode
 
-__all__ = ["read_checkpoint", "write_checkpoint"]
+__all__ = ["FORMAT", "VERSION", "read_checkpoint", "write_checkpoint", "write_exclusively"]
 
-MAGIC = b"ASYNCFLOW-CHECKPOINT\n"
-VERSION = 2  # 2: the header line holds the payload's SHA-256; 1 (still read): no checksum
+FORMAT = "asyncflow-checkpoint"
+VERSION = 3
+LEGACY_MAGIC = b"ASYNCFLOW-CHECKPOINT\n"  # formats 1 and 2: a header line, then a pickle
+MAX_HEADER_BYTES = 100 << 20  # safetensors' own limit
+
+_CODES = {"float64": "F64", "float32": "F32", "float16": "F16", "int64": "I64", "int32": "I32", "int16": "I16",
+          "int8": "I8", "uint64": "U64", "uint32": "U32", "uint16": "U16", "uint8": "U8", "bool": "BOOL",
+          "complex64": "C64", "complex128": "C128"}  # fmt: skip
+_DTYPES = {code: np.dtype(name) for name, code in _CODES.items()}
+_DTYPES["BF16"] = np.dtype(np.uint16)  # bfloat16 tensors: their bits (the state tree says what they are)
 
 
 def write_checkpoint(path: str | os.PathLike[str], payload: dict[str, Any]) -> Path:
+    """Write ``payload`` (a state tree with ``"algorithm"`` and ``"config"``) to ``path``, atomically."""
     path = Path(path)
+    tree, arrays, raw = encode(payload)
+    config = json.dumps(tree.pop("config", None), allow_nan=False)
+    state = json.dumps(tree, allow_nan=False)
+    order = sorted(arrays, key=lambda name: -arrays[name].dtype.itemsize)  # widest first: every array aligned
+    index: dict[str, Any] = {}
+    offset = 0
+    for name in order:
+        array = arrays[name]
+        end = offset + array.nbytes
+        index[name] = {"dtype": "BF16" if raw.get(name) == "bfloat16" else _CODES[array.dtype.name],
+                       "shape": list(array.shape), "data_offsets": [offset, end]}  # fmt: skip
+        offset = end
+    digest = _digest(config, state, index, (_bytes_of(arrays[name]) for name in order))
+    metadata = {"format": FORMAT, "version": str(VERSION), "algorithm": str(payload.get("algorithm", "")),
+                "sha256": digest, "config": config, "state": state}  # fmt: skip
+    header = json.dumps({"__metadata__": metadata, **index}, separators=(",", ":")).encode()
+    header += b" " * (-len(header) % 8)  # the data starts 8-byte aligned
+
+    def write(f: io.BufferedWriter) -> None:
+        f.write(struct.pack("<Q", len(header)))
+        f.write(header)
+        for name in order:
+            f.write(_bytes_of(arrays[name]))
+
+    return write_exclusively(path, write)
+
+
+def write_exclusively(path: Path, write: Any) -> Path:
+    """Call ``write(file)`` on a new temporary file beside ``path`` (created exclusively, mode
+    0600), flush it to disk, and rename it over ``path``; on any error, remove it."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
-        with open(tmp, "wb") as f:
-            body = cloudpickle.dumps(payload)  # by value: configs may hold lambdas or __main__ classes
-            f.write(MAGIC)
-            f.write(f"{VERSION} sha256={hashlib.sha256(body).hexdigest()}\n".encode())
-            f.write(body)
+        with os.fdopen(fd, "wb") as f:
+            write(f)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+    with contextlib.suppress(OSError):  # the rename itself, on disk (not every file system can)
+        directory = os.open(path.parent, os.O_RDONLY)
+        try:
+            os.fsync(directory)
+        finally:
+            os.close(directory)
     return path
 
 
-def read_checkpoint(path: str | os.PathLike[str]) -> dict[str, Any]:
+def _bytes_of(array: np.ndarray) -> memoryview:
+    contiguous = np.ascontiguousarray(array)
+    if contiguous.dtype.byteorder == ">":
+        contiguous = contiguous.astype(contiguous.dtype.newbyteorder("<"))
+    return memoryview(contiguous).cast("B")  # type: ignore[arg-type]
+
+
+def _digest(config: str, state: str, index: dict[str, Any], data: Iterator[memoryview]) -> str:
+    h = hashlib.sha256()
+    h.update(config.encode())
+    h.update(b"\0")
+    h.update(state.encode())
+    h.update(b"\0")
+    h.update(json.dumps(index, sort_keys=True).encode())
+    for chunk in data:
+        h.update(chunk)
+    return h.hexdigest()
+
+
+def read_checkpoint(path: str | os.PathLike[str], *, trust_code: bool = False) -> dict[str, Any]:
+    """The payload ``write_checkpoint`` wrote. Its ``Pickled`` parts come back only with
+    ``trust_code`` (else as ``Untrusted``); a file of format 1 or 2 needs ``trust_code``."""
     path = Path(path)
     try:
         with open(path, "rb") as f:
-            if f.read(len(MAGIC)) != MAGIC:
-                raise CheckpointError(f"{path} is not an asyncflow checkpoint")
-            header = f.readline().decode(errors="replace").split()
-            body = f.read()
+            size = os.fstat(f.fileno()).st_size
+            data = bytearray(size)  # writable: the arrays are views of it (a replay buffer is not copied)
+            f.readinto(data)
     except OSError as exc:
         raise CheckpointError(f"cannot read checkpoint {path}: {exc.strerror or exc}") from exc
+    if data.startswith(LEGACY_MAGIC):
+        return _read_legacy(path, bytes(data), trust_code)
+    metadata, index, start = _header(path, data)
+    arrays = _arrays(path, data, index, start)
+    config, state = metadata.get("config"), metadata.get("state")
+    if not isinstance(config, str) or not isinstance(state, str):
+        raise CheckpointError(f"{path} is damaged: its metadata has no config or state")
+    order = sorted(index, key=lambda name: index[name]["data_offsets"][0])
+    view = memoryview(data)
+    spans = ((start + index[n]["data_offsets"][0], start + index[n]["data_offsets"][1]) for n in order)
+    digest = _digest(config, state, index, (view[begin:end] for begin, end in spans))
+    if digest != metadata.get("sha256"):
+        raise CheckpointError(f"{path} is damaged: checksum mismatch (the payload is not what was written)")
+    try:
+        payload = decode(json.loads(state), arrays, trust_code=trust_code)
+        payload["config"] = decode(json.loads(config), arrays, trust_code=trust_code, imports=True)
+    except CheckpointImportError as exc:
+        raise CheckpointImportError(f"{path} is a sound checkpoint, but {exc}", exc.module) from exc
+    except CheckpointError as exc:
+        raise CheckpointError(f"{path}: {exc}") from exc
+    except (ValueError, TypeError, KeyError, AttributeError) as exc:
+        raise CheckpointError(f"{path} is damaged: {type(exc).__name__}: {exc}") from exc
+    if not isinstance(payload, dict) or not payload.get("algorithm"):
+        raise CheckpointError(f"{path} does not hold an algorithm's state")
+    return payload  # type: ignore[no-any-return]
+
+
+def _header(path: Path, data: bytearray) -> tuple[dict[str, Any], dict[str, Any], int]:
+    """The metadata, the array index and where the data starts."""
+    ours = b'{"__metadata__":{"format":"' + FORMAT.encode()
+    if len(data) < 8:
+        raise CheckpointError(f"{path} is not an asyncflow checkpoint (only {len(data)} bytes)")
+    (length,) = struct.unpack("<Q", bytes(data[:8]))
+    if not data[8:].startswith(ours):
+        raise CheckpointError(f"{path} is not an asyncflow checkpoint")
+    if length > MAX_HEADER_BYTES or 8 + length > len(data):
+        raise CheckpointError(f"{path} is damaged (truncated or corrupt): its header is cut short")
+    try:
+        header = json.loads(bytes(data[8 : 8 + length]))
+        metadata = header.pop("__metadata__")
+    except (ValueError, KeyError, AttributeError) as exc:
+        raise CheckpointError(f"{path} is damaged (truncated or corrupt): its header ({exc})") from None
+    if metadata.get("version") != str(VERSION):
+        raise CheckpointError(f"{path} has checkpoint format {metadata.get('version')!r}; this asyncflow reads "
+                              f"formats 1 to {VERSION}")  # fmt: skip
+    return metadata, header, 8 + length
+
+
+def _arrays(path: Path, data: bytearray, index: dict[str, Any], start: int) -> dict[str, np.ndarray]:
+    arrays: dict[str, np.ndarray] = {}
+    for name, entry in index.items():
+        try:
+            dtype = _DTYPES[entry["dtype"]]
+            shape = tuple(int(n) for n in entry["shape"])
+            begin, end = (int(n) for n in entry["data_offsets"])
+        except (KeyError, TypeError, ValueError):
+            raise CheckpointError(f"{path} is damaged: array {name!r} is described wrongly") from None
+        count = int(np.prod(shape, dtype=np.int64))
+        if min(shape, default=0) < 0 or not 0 <= begin <= end or end - begin != count * dtype.itemsize:
+            raise CheckpointError(f"{path} is damaged: array {name!r} is described wrongly")
+        if start + end > len(data):
+            raise CheckpointError(f"{path} is damaged (truncated): it ends before array {name!r}")
+        arrays[name] = np.frombuffer(data, dtype, count, start + begin).reshape(shape)
+    return arrays
+
+
+# -- formats 1 and 2 -------------------------------------------------------------------------
+
+
+_MOVED: dict[str, str] = {}
+"""Old module -> new module, for the classes that formats 1 and 2 pickled by reference."""
+
+
+class _LegacyUnpickler(pickle.Unpickler):
+    def find_class(self, module: str, name: str) -> Any:
+        return super().find_class(_MOVED.get(module, module), name)
+
+
+def _read_legacy(path: Path, data: bytes, trust_code: bool) -> dict[str, Any]:
+    body_at = data.index(b"\n", len(LEGACY_MAGIC)) + 1 if b"\n" in data[len(LEGACY_MAGIC) :] else len(data)
+    header = data[len(LEGACY_MAGIC) : body_at].decode(errors="replace").split()
     version = header[0] if header else ""
+    if version not in ("1", "2"):
+        raise CheckpointError(f"{path} has checkpoint format {version!r}; this asyncflow reads formats 1 to {VERSION}")
+    if not trust_code:
+        raise CheckpointTrustError(f"{path} is a checkpoint of format {version}, a pickle, and loading a "
+                                   "pickle runs whatever code it holds: load it with trust_code=True "
+                                   "(--trust-code) only if you trust who wrote it (saved again, it is in the "
+                                   "safe format)")  # fmt: skip
+    body = data[body_at:]
     if version == "2":
         expected = header[1].removeprefix("sha256=") if len(header) > 1 else ""
         if hashlib.sha256(body).hexdigest() != expected:
             raise CheckpointError(f"{path} is damaged: checksum mismatch (the payload is not what was written)")
-    elif version != "1":
-        raise CheckpointError(f"{path} has checkpoint format {version!r}; this asyncflow reads formats 1 and {VERSION}")
     try:
-        payload = pickle.loads(body)
+        payload = _LegacyUnpickler(io.BytesIO(body)).load()
     except ImportError as exc:
         module = getattr(exc, "name", None)
         raise CheckpointImportError(f"{path} is a sound checkpoint, but it needs module {module!r}, which cannot be "
@@ -84,4 +258,5 @@ def read_checkpoint(path: str | os.PathLike[str]) -> dict[str, Any]:
         raise CheckpointError(f"{path} is damaged (truncated or corrupt): {type(exc).__name__}: {exc}") from exc
     if not isinstance(payload, dict) or "algorithm" not in payload:
         raise CheckpointError(f"{path} does not hold an algorithm's state")
+    payload["format"] = int(version)
     return payload

@@ -15,12 +15,13 @@ import typing
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from ..errors import ConfigError
+from ..errors import CheckpointError, CheckpointTrustError, ConfigError
 from ..rl.atari import AtariEnv, AtariOptions, is_atari_id
 from ..rl.device import resolve_device
 from ..rl.env import EnvSpec
-from ..rl.models.config import model_spec
+from ..rl.models.config import ModelConfig, model_spec
 from ..rl.precision import resolve_precision
+from ..rl.state_tree import Pickled, Untrusted, import_path
 
 __all__ = ["AlgorithmConfig", "algorithm_config", "check_epsilon", "field"]
 
@@ -32,6 +33,10 @@ def field(default: Any, *, min: float | None = None, max: float | None = None, e
     return dataclasses.field(default=default, metadata={"min": min, "max": max, "exclusive_min": exclusive_min})
 
 
+RENAMED = {"sample_timeout_s": "worker_timeout_s"}
+"""Old field names that still work: old name -> new name."""
+
+
 def algorithm_config(cls: C) -> C:
     """Make ``cls`` a frozen keyword-only dataclass whose bad input raises ConfigError."""
     cls = dataclasses.dataclass(frozen=True, kw_only=True)(cls)  # type: ignore[assignment]
@@ -39,6 +44,11 @@ def algorithm_config(cls: C) -> C:
 
     def __init__(self: Any, **kwargs: Any) -> None:
         known = {f.name for f in dataclasses.fields(cls)}
+        for old, new in RENAMED.items():
+            if old in kwargs and old not in known:
+                if new in kwargs:
+                    raise ConfigError(f"{cls.__name__}: {old!r} is the old name of {new!r}; give one of them")
+                kwargs[new] = kwargs.pop(old)
         for name in kwargs:
             if name not in known:
                 close = difflib.get_close_matches(name, known, n=1)
@@ -171,9 +181,12 @@ class AlgorithmConfig:
     max_nonfinite_updates: int = field(10, min=1)
     """Updates in a row with a NaN or inf loss or gradient (each skipped) before the run
     stops with ``NonFiniteError``."""
-    sample_timeout_s: float | None = field(60.0, min=0, exclusive_min=True)
-    """A worker process whose ``sample()`` takes longer is killed and restarted (``max_worker_restarts``);
-    None: wait forever. A wave-one sample takes well under a second on a 2-core laptop: 60 s only catches hangs."""
+    worker_timeout_s: float | None = field(60.0, min=0, exclusive_min=True)
+    """The deadline of every call to a worker process: a sample, a weight broadcast, a normalizer
+    sync, a checkpoint's save or restore (an evaluation gets it once per episode). A worker that
+    misses it (a hanging env, a frozen process) is killed and restarted (``max_worker_restarts``),
+    and the call made again; None: wait forever. A sample takes well under a second on a 2-core
+    laptop: 60 s only catches hangs. (Formerly ``sample_timeout_s``, which still works.)"""
     check_env_output: bool = True
     """Check every observation's shape and dtype against the space, and observations and
     rewards for NaN and inf (an ``EnvOutputError`` names the env, worker, field and step)."""
@@ -187,9 +200,13 @@ class AlgorithmConfig:
     env_step_timeout_s: float | None = field(30.0, min=0, exclusive_min=True)
     """Async envs: a ``step`` or ``reset`` that takes longer gets its env closed and replaced
     (``num_env_step_timeouts`` in results); None: wait forever."""
-    restart_failed_envs: bool = True
-    """Async envs: replace an env whose step raised or timed out (``num_env_errors``,
-    ``num_env_step_timeouts``); False: the run fails with the env's own traceback."""
+    restart_failed_envs: bool | None = None
+    """Replace an env whose ``step`` or ``reset`` raised (or, for an async env, timed out): its
+    episode is dropped from the statistics and the run goes on (``num_env_errors``,
+    ``num_env_step_timeouts`` in results); an env that fails 3 times in a row, its replacements
+    included, fails the run. False: the run fails with the env's own traceback.
+    None: True for async envs (a network hiccup), False for gymnasium envs (in a local env an
+    exception is usually a bug, and its traceback is what you want)."""
 
     atari_preprocessing: bool = True
     """An ``ALE/...`` id gets the standard preprocessing (``asyncflow.rl.atari``): the fields below;
@@ -258,6 +275,9 @@ class AlgorithmConfig:
         if self.use_lstm and self.rollout_fragment_length % self.max_seq_len:
             raise ConfigError(f"max_seq_len: rollout_fragment_length ({self.rollout_fragment_length}) must be a "
                               f"multiple of it (use_lstm), got {self.max_seq_len}")  # fmt: skip
+        if self.vector_env and self.restart_failed_envs:
+            raise ConfigError("restart_failed_envs: not with vector_env (one vector env steps every lane; "
+                              "a failure ends the run)")  # fmt: skip
         if self.backend not in ("process", "ray", "local"):
             raise ConfigError(f"backend: must be 'process', 'ray' or 'local', got {self.backend!r}")
         if self.backend == "ray":
@@ -291,6 +311,42 @@ class AlgorithmConfig:
     def replace(self, **changes: Any) -> Any:
         """A copy with some fields changed (checked the same way)."""
         return type(self)(**{**dataclasses.asdict(self), **changes})  # type: ignore[call-overload]
+
+    def to_state(self) -> dict[str, Any]:
+        """The fields for a checkpoint (``state_tree.py``): plain values, a ``ModelConfig`` as
+        the mapping of its fields, a function or class by its import path; one that has none
+        (a lambda, a class defined in ``__main__``) pickled by value, which only a trusted
+        restore loads."""
+        out: dict[str, Any] = {}
+        for f in dataclasses.fields(self):  # type: ignore[arg-type]
+            value = getattr(self, f.name)
+            if isinstance(value, ModelConfig):
+                value = dataclasses.asdict(value)
+            elif callable(value) and import_path(value) is None:
+                import cloudpickle
+
+                kind = "class" if isinstance(value, type) else "function"
+                name = getattr(value, "__qualname__", type(value).__name__)
+                what = f"{f.name}: a {kind} with no import path ({name}), pickled by value"
+                value = Pickled(cloudpickle.dumps(value), what)
+            out[f.name] = value
+        return out
+
+    @classmethod
+    def from_state(cls, state: dict[str, Any], source: str, **changes: Any) -> Any:
+        """The config ``to_state`` saved (``changes`` replacing fields); code stored by value
+        loads only if the checkpoint was read with ``trust_code`` (``CheckpointTrustError``)."""
+        fields: dict[str, Any] = {}
+        for name, value in state.items():
+            if isinstance(value, Untrusted):
+                raise CheckpointTrustError(f"{source}: config field {value.what}; loading it runs that "
+                                           "code: pass trust_code=True (--trust-code) if you trust who wrote "
+                                           "the file")  # fmt: skip
+            fields[name] = value.load() if isinstance(value, Pickled) else value
+        try:
+            return cls(**{**fields, **changes})
+        except ConfigError as exc:
+            raise CheckpointError(f"{source}: its config does not fit this asyncflow's {cls.__name__}: {exc}") from exc
 
     def to_dict(self) -> dict[str, Any]:
         """The fields as plain values (an env callable becomes its name), for params.json."""

@@ -100,18 +100,19 @@ class ApexDQN(DQN):
                 )
             )
         )
+        self.replay_shards = WorkerSet(self.replay_actors, timeout_s=c.worker_timeout_s, env="its replay shard")
 
     async def extra_state(self) -> Any:
         if not self.config.checkpoint_replay_buffer:
             return None
-        return await asyncio.gather(*(shard.get_state() for shard in self.replay_actors))
+        return await self.replay_shards.get_states()
 
     async def load_extra_state(self, state: Any) -> None:
         if state is not None:
-            await asyncio.gather(*(shard.set_state(s) for shard, s in zip(self.replay_actors, state, strict=True)))
+            await self.replay_shards.set_states(state)
 
     def execution_plan(self, workers: WorkerSet, learner: Any, config: Any) -> AsyncIterator[dict[str, Any]]:
-        shards = self.replay_actors
+        shards = self.replay_shards
         rollouts = parallel_rollouts(workers, mode="async", num_async=config.num_async)
         stored = store_to_replay_buffer(rollouts, shards)
         store_op = update_worker_weights(stored, learner, workers, max_delay_steps=config.max_weight_sync_delay)

@@ -32,8 +32,8 @@ class PGConfig(AlgorithmConfig):
     """Adam learning rate."""
     lam: float = field(1.0, min=0, max=1)
     """1.0: advantages are plain discounted returns (there is no critic)."""
-    train_batch_size: int = field(2048, min=1)
-    """Environment steps per gradient step."""
+    train_batch_size: int = field(2048, min=2)
+    """Environment steps per gradient step (at least 2: the returns are standardized per batch)."""
 
 
 def pg_loss(ac: ActorCritic, batch: Mapping[str, Any], config: PGConfig) -> tuple[torch.Tensor, dict[str, float]]:

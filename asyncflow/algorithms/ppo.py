@@ -83,6 +83,12 @@ class PPOConfig(AlgorithmConfig):
         if self.standardize_advantages not in STANDARDIZE:
             choices = ", ".join(map(repr, STANDARDIZE[:-1])) + f" or {STANDARDIZE[-1]!r}"
             raise ConfigError(f"standardize_advantages: must be {choices}, got {self.standardize_advantages!r}")
+        # One row standardizes to 0: the policy would never move, without a word.
+        sizes = {"batch": "train_batch_size", "minibatch": "minibatch_size"}
+        name = sizes.get(self.standardize_advantages)
+        if name is not None and (value := getattr(self, name)) < 2:
+            raise ConfigError(f"{name}: must be >= 2 to standardize advantages per {self.standardize_advantages} "
+                              f"(one row standardizes to 0), got {value}")  # fmt: skip
 
 
 def ppo_loss(ac: ActorCritic, batch: Mapping[str, Any], config: PPOConfig) -> tuple[torch.Tensor, dict[str, float]]:

@@ -27,7 +27,9 @@ __all__ = ["mix_in_replay", "replay", "store_to_replay_buffer"]
 
 NUM_ROWS_STORED = "num_rows_stored"
 
-Buffers = ReplayBuffer | Sequence[ActorHandle]
+Buffers = ReplayBuffer | WorkerSet | Sequence[ActorHandle]
+"""A local buffer, or replay actors: handles, or a ``WorkerSet`` of them (which gives each call
+its deadline and waits for a restarted shard)."""
 
 
 @contextlib.contextmanager
@@ -45,13 +47,15 @@ def _changes(buffer: ReplayBuffer | None) -> Iterator[asyncio.Event]:
         buffer.remove_listener(event.set)
 
 
-def _shards(buffer: Buffers) -> list[ActorHandle] | None:
+def _shards(buffer: Buffers) -> WorkerSet | None:
     if isinstance(buffer, ReplayBuffer):
         return None
+    if isinstance(buffer, WorkerSet):
+        return buffer
     shards = list(buffer)
     if not shards or not all(isinstance(s, ActorHandle) for s in shards):
-        raise TypeError("expected a ReplayBuffer or a non-empty list of replay actor handles")
-    return shards
+        raise TypeError("expected a ReplayBuffer, a WorkerSet or a non-empty list of replay actor handles")
+    return WorkerSet(shards)
 
 
 async def store_to_replay_buffer(
@@ -76,8 +80,7 @@ async def store_to_replay_buffer(
     ``learning_starts >= batch_size / ratio`` so both sides can always move.
     """
     ctx = ctx or current_context()
-    shards = _shards(buffer)
-    calls = WorkerSet(shards or [])  # retries on a shard that was restarted
+    shards = _shards(buffer)  # a WorkerSet: retries on a shard that was restarted
     local = buffer if isinstance(buffer, ReplayBuffer) and min_replay_ratio is not None else None
     with named("store_to_replay_buffer"), _changes(local) as replayed:
         turn = 0
@@ -96,7 +99,7 @@ async def store_to_replay_buffer(
                         await replayed.wait()
                     buffer.add(rows)
                 else:
-                    await calls.call(shards[turn % len(shards)], "add", rows)
+                    await shards.call(shards.workers[turn % len(shards)], "add", rows)
                     turn += 1
                 ctx.add(NUM_ROWS_STORED, len(rows))
                 if ctx.get(NUM_ROWS_STORED) >= learning_starts:
@@ -142,7 +145,8 @@ async def replay(
                     batch.source = buffer
                     yield batch
         else:
-            async with closing(_as_completed(WorkerSet(shards), "replay", num_async, batch_size)) as results:
+            replayed = _as_completed(shards, "replay", num_async, batch_size, deadline=False)
+            async with closing(replayed) as results:
                 async for shard, batch in results:
                     batch.source = shard
                     yield batch

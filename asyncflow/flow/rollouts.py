@@ -71,8 +71,7 @@ async def parallel_rollouts(
                 _count_sampled(ctx, batch, workers)
                 yield batch
         else:
-            timeout = workers.sample_timeout_s
-            async with closing(_as_completed(workers, "sample", num_async, timeout=timeout)) as results:
+            async with closing(_as_completed(workers, "sample", num_async)) as results:
                 async for worker, batch in results:
                     batch.source = worker
                     _count_sampled(ctx, batch, workers)
@@ -80,14 +79,16 @@ async def parallel_rollouts(
 
 
 async def _as_completed(
-    workers: WorkerSet, method: str, num_async: int, *args: Any, timeout: float | None = None
+    workers: WorkerSet, method: str, num_async: int, *args: Any, deadline: bool = True
 ) -> AsyncIterator[tuple[ActorHandle, Any]]:
     """Keep ``num_async`` calls of ``method(*args)`` in flight per actor; yield results as they land.
-    ``timeout``: see ``WorkerSet.call`` (for sampling; replay shards wait for rows by design)."""
+    Each call has the set's deadline (``WorkerSet.call``), unless ``deadline=False``: replay
+    shards wait for rows by design (a frozen shard misses the deadline of its ``add``)."""
     pending: dict[asyncio.Future[Any], ActorHandle] = {}
 
     def submit(worker: ActorHandle) -> None:
-        call: Awaitable[Any] = workers.call(worker, method, *args, timeout=timeout)
+        call: Awaitable[Any] = (workers.call(worker, method, *args) if deadline
+                                else workers.call(worker, method, *args, timeout=None))  # fmt: skip
         pending[asyncio.ensure_future(call)] = worker
 
     try:
@@ -124,8 +125,7 @@ async def async_gradients(workers: WorkerSet, ctx: FlowContext | None = None) ->
     """Each worker samples and computes gradients locally; yield them as they arrive."""
     ctx = ctx or current_context()
     with named("async_gradients"):
-        method, timeout = "sample_with_gradients", workers.sample_timeout_s
-        async with closing(_as_completed(workers, method, 1, timeout=timeout)) as results:
+        async with closing(_as_completed(workers, "sample_with_gradients", 1)) as results:
             async for worker, (grads, info, summary) in results:
                 _count_sampled(ctx, summary, workers)
                 yield GradientsItem(grads, info, len(summary), worker)

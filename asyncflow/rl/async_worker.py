@@ -48,7 +48,7 @@ import numpy as np
 from ..errors import EnvOutputError, EnvStepTimeoutError
 from .async_env import AsyncEnv
 from .env import EnvSpec, make_async_env
-from .env_checks import EnvChecker, env_name
+from .env_checks import FLAG_TYPES, REWARD_TYPES, EnvChecker, env_name
 from .policy import PolicyFactory
 from .rollout_worker import PolicyDelegation, check_segment_finite, default_policy
 from .sample_batch import DONES, SampleBatch
@@ -181,7 +181,8 @@ class AsyncRolloutWorker(PolicyDelegation):
         """Reset every env (each with its own seed), concurrently; start each env's loop."""
         loop = asyncio.get_running_loop()
         self._wake, self._turn = asyncio.Event(), asyncio.Lock()
-        firsts = await asyncio.gather(*(self._reset(lane.env, self.base_seed + lane.index) for lane in self.lanes))
+        firsts = await asyncio.gather(*(self._reset(lane.env, self.base_seed + lane.index, lane.index)
+                                        for lane in self.lanes))  # fmt: skip
         for lane, obs in zip(self.lanes, firsts, strict=True):
             self._check_obs(obs, lane)
             lane.obs = obs
@@ -232,6 +233,7 @@ class AsyncRolloutWorker(PolicyDelegation):
             finally:
                 if timer is not None:
                     timer.cancel()
+            self._raise_failure()  # what woke it may be an env that failed the run, with none ready
             if not self._ready:
                 self._wanted = 1
                 self._wake.clear()
@@ -283,8 +285,23 @@ class AsyncRolloutWorker(PolicyDelegation):
                 wake.set()
             action = await lane.action
             lane.since = loop.time()
-            obs, reward, terminated, truncated, _ = await env.step(action)
-            first = (await env.reset())[0] if terminated or truncated else None
+            out = await env.step(action)
+            try:
+                obs, reward, terminated, truncated, info = out
+            except (TypeError, ValueError):
+                if check is None:
+                    raise
+                check.step_output(out, lane.index, lane.steps + 1)  # names the old gym API
+                raise
+            if check is not None:  # inline: the usual step costs no call
+                if type(reward) not in REWARD_TYPES:
+                    reward = check.reward(reward, lane.index, lane.steps + 1)
+                if type(terminated) not in FLAG_TYPES or type(truncated) not in FLAG_TYPES or type(info) is not dict:
+                    check.flags(terminated, truncated, info, lane.index, lane.steps + 1)
+            first = None
+            if terminated or truncated:
+                reset = await env.reset()
+                first = reset[0] if check is None else check.reset_output(reset, lane.index, lane.steps + 1)
             lane.since = 0.0
             if check is not None:
                 if type(obs) is not np.ndarray or obs.shape != shape or obs.dtype != dtype:  # inline: no call
@@ -313,10 +330,10 @@ class AsyncRolloutWorker(PolicyDelegation):
                 self._complete.append(seq)
                 lane.seq = _Sequence(lane.steps)
 
-    async def _reset(self, env: AsyncEnv, seed: int | None) -> Any:
+    async def _reset(self, env: AsyncEnv, seed: int | None, index: int, step: int = 0) -> Any:
         async with asyncio.timeout(self.step_timeout_s):
-            obs, _ = await env.reset(seed=seed)
-        return obs
+            out = await env.reset(seed=seed)
+        return out[0] if self.checker is None else self.checker.reset_output(out, index, step)
 
     # -- faults ----------------------------------------------------------
 
@@ -366,7 +383,7 @@ class AsyncRolloutWorker(PolicyDelegation):
             try:
                 lane.env = make_async_env(self.spec)
                 self.envs_made += 1
-                lane.obs = await self._reset(lane.env, self.base_seed + self.envs_made)
+                lane.obs = await self._reset(lane.env, self.base_seed + self.envs_made, lane.index, lane.steps)
                 self._check_obs(lane.obs, lane, lane.steps)
             except EnvOutputError as garbage:
                 self._fail(garbage)
@@ -411,18 +428,17 @@ class AsyncRolloutWorker(PolicyDelegation):
 
     # -- state and closing -----------------------------------------------
 
-    def get_state(self) -> bytes:
+    def get_state(self) -> dict[str, Any]:
         """The policy and its random state and the episode counters; not the envs (an env
         behind a network cannot be saved mid-episode: a restored worker starts fresh episodes)."""
-        saved = {"policy": get_state(self.policy), "next_episode": self.episodes.issued, "envs_made": self.envs_made}
-        return pickle.dumps(saved, protocol=pickle.HIGHEST_PROTOCOL)
+        return {"policy": get_state(self.policy), "next_episode": self.episodes.issued, "envs_made": self.envs_made}
 
-    def set_state(self, state: bytes) -> None:
+    def set_state(self, state: dict[str, Any] | bytes) -> None:
         """Put back what ``get_state`` returned; the envs go on with their (fresh) episodes."""
-        saved = pickle.loads(state)
+        saved = pickle.loads(state) if isinstance(state, bytes) else state  # bytes: checkpoint formats 1 and 2
         set_state(self.policy, saved["policy"])
-        self.episodes.issued = max(self.episodes.issued, saved["next_episode"])
-        self.envs_made = max(self.envs_made, saved["envs_made"])
+        self.episodes.issued = max(self.episodes.issued, int(saved["next_episode"]))
+        self.envs_made = max(self.envs_made, int(saved["envs_made"]))
 
     async def aclose(self) -> None:
         """Cancel every step in flight, then close every env (each within ``CLOSE_TIMEOUT_S``)."""

@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from .env import EnvSpec, make_async_env, make_env
+from .env_checks import EnvChecker
 from .normalization import NormalizerState
 from .policy import FlatWeights, PolicyFactory, StatefulPolicy
 from .tree import tree_map
@@ -38,6 +39,7 @@ class EvaluationWorker:
                                           worker_index=worker_index)  # fmt: skip
         self.seed, self.explore, self.async_env = seed, explore, async_env
         self.normalizer: NormalizerState | None = None
+        self.check = EnvChecker(env, self.env.observation_space, worker_index)
 
     async def evaluate(
         self, weights: FlatWeights, episodes: int, normalizer: NormalizerState | None = None
@@ -48,14 +50,18 @@ class EvaluationWorker:
         self.normalizer = normalizer
         returns: list[float] = []
         lengths: list[int] = []
+        check = self.check
         for episode in range(episodes):
-            obs, _ = await self._call(self.env.reset, seed=self.seed + episode)
+            obs = check.reset_output(await self._call(self.env.reset, seed=self.seed + episode), 0, 0)
+            check.observation(obs, 0, 0)
             if isinstance(self.policy, StatefulPolicy):  # a recurrent policy's memory
                 self.policy.reset_state()
             total, steps, done = 0.0, 0, False
             while not done:
-                obs, reward, terminated, truncated, _ = await self._call(self.env.step, self._act(obs))
-                total, steps, done = total + float(reward), steps + 1, bool(terminated or truncated)
+                out = await self._call(self.env.step, self._act(obs))
+                obs, reward, terminated, truncated, _ = check.step_output(out, 0, steps + 1)
+                check.observation(obs, 0, steps + 1)
+                total, steps, done = total + reward, steps + 1, bool(terminated or truncated)
             returns.append(total)
             lengths.append(steps)
         return returns, lengths

@@ -30,6 +30,11 @@ def is_frame_stack(column: object) -> bool:
     return bool(2 <= k <= 16 and k < min(h, w))
 
 
+def _multipliers(words: int) -> np.ndarray:
+    """The hash's odd 64-bit multipliers, one per word of a frame (the same in every process)."""
+    return np.random.default_rng(0x5EED).integers(1, 2**63, words, dtype=np.uint64) | np.uint64(1)
+
+
 class FrameStore:
     """Frames of one shape, each held once with a count of the stack slots that use it."""
 
@@ -42,8 +47,23 @@ class FrameStore:
         self.hashes = np.zeros(capacity, np.uint64)
         self.slots_by_hash: dict[int, list[int]] = {}
         self.free = list(range(capacity - 1, -1, -1))
+        self._multipliers = _multipliers(-(-self.frame_bytes // 8))
+
+    def __getstate__(self) -> dict[str, object]:
+        # What a checkpoint keeps: arrays and numbers. The index by hash and the hash's
+        # multipliers are rebuilt from them (``__setstate__``).
+        state = {k: v for k, v in vars(self).items() if k not in ("slots_by_hash", "_multipliers")}
+        state["free"] = np.asarray(self.free, np.int64)
+        return state
+
+    def __setstate__(self, state: dict[str, object]) -> None:
+        vars(self).update(state)
+        self.free = [int(i) for i in np.asarray(self.free)]
+        self.slots_by_hash = {}
+        for slot in np.flatnonzero(self.refs > 0).tolist():
+            self.slots_by_hash.setdefault(int(self.hashes[slot]), []).append(slot)
         words = -(-self.frame_bytes // 8)
-        self._multipliers = np.random.default_rng(0x5EED).integers(1, 2**63, words, dtype=np.uint64) | np.uint64(1)
+        self._multipliers = _multipliers(words)
 
     def __len__(self) -> int:
         """Distinct frames held."""

@@ -18,12 +18,13 @@ from typing import Any
 import numpy as np
 
 from ..errors import ConfigError
-from .attributes import pickle_attributes, unpickle_attributes
+from .attributes import pickled_attributes, restore_exactly
 from .env_checks import EnvChecker
 from .multi_agent import ALL, make_multi_agent_env
 from .policy import FlatWeights, PolicyFactory
 from .sample_batch import MultiAgentBatch, SampleBatch, concat_samples
-from .trajectory import EpisodeBook, Postprocessing, PostprocessMode, Segment, worker_seed
+from .state import get_state, set_state
+from .trajectory import EpisodeBook, Postprocessing, PostprocessMode, Segment, new_episode_seed, worker_seed
 from .tree import Tree, tree_map, tree_stack
 
 __all__ = ["MultiAgentRolloutWorker", "PolicySpec"]
@@ -135,12 +136,17 @@ class MultiAgentRolloutWorker:
             step = int(self.episodes.lengths[0]) + 1
             for agent in actions:
                 traj = self._open[agent]
-                reward = float(rewards.get(agent, 0.0))
-                if self.checkers is not None and agent in obs:
-                    self.checkers[agent].observation(obs[agent], agent, step)
-                    self.checkers[agent].finite(obs[agent], reward, agent, step)
-                terminated = bool(terminateds.get(agent, False))
-                done = terminated or bool(truncateds.get(agent, False)) or over
+                reward: Any = rewards.get(agent, 0.0)
+                terminated, truncated = terminateds.get(agent, False), truncateds.get(agent, False)
+                if self.checkers is not None:
+                    check = self.checkers[agent]
+                    reward = check.reward(reward, agent, step)
+                    check.flags(terminated, truncated, {}, agent, step)
+                    if agent in obs:
+                        check.observation(obs[agent], agent, step)
+                        check.finite(obs[agent], reward, agent, step)
+                reward, terminated = float(reward), bool(terminated)
+                done = terminated or bool(truncated) or over
                 traj.rewards.append(reward)
                 traj.next_obs.append(tree_map(np.asarray, obs[agent]) if agent in obs else traj.obs[-1])
                 traj.terminateds.append(terminated)
@@ -211,14 +217,26 @@ class MultiAgentRolloutWorker:
         for pid, w in weights.items():
             self.policies[pid].set_weights(w)
 
-    def get_state(self) -> bytes:
-        """Everything: the env mid-episode, policies, open trajectories, episode trackers."""
-        return pickle_attributes(self)
+    def get_state(self) -> dict[str, Any]:
+        """What a checkpoint keeps: each policy's training state and the episode counter; and
+        everything, the env mid-episode included, pickled (``exact``), used only when trusted."""
+        return {"policies": {pid: get_state(p) for pid, p in self.policies.items()},
+                "episodes_issued": self.episodes.issued,
+                "exact": pickled_attributes(self, "the environment mid-episode")}  # fmt: skip
 
-    def set_state(self, state: bytes) -> None:
-        """Replace everything with what ``get_state`` returned."""
-        self.close()
-        unpickle_attributes(self, state)
+    def set_state(self, state: dict[str, Any] | bytes) -> None:
+        """Put back what ``get_state`` returned: all of it where ``exact`` is there (a trusted
+        checkpoint), else the policies and the counter, the env starting a new episode."""
+        if restore_exactly(self, state):
+            return
+        assert isinstance(state, dict)
+        for pid, policy_state in state["policies"].items():
+            set_state(self.policies[pid], policy_state)
+        self.episodes.issued = max(self.episodes.issued, int(state["episodes_issued"]))
+        self.episodes.drop(0)
+        self._open.clear()
+        self._agent_return.clear()
+        self.obs = self._reset(seed=new_episode_seed(self.worker_index, self.episodes.issued))
 
     def close(self) -> None:
         """Close the environment."""

@@ -128,6 +128,12 @@ class WorkerNormalizer:
         self.pending.ret.update(seen.reshape(-1))
         return self.state.scale_rewards(rewards)
 
+    def restore(self, saved: WorkerNormalizer) -> None:
+        """Take a checkpoint's counts (the global statistics, and what was counted since the
+        last sync); each env's discounted return starts at 0, with a new episode."""
+        self.state, self.pending, self.pending_obs = saved.state, saved.pending, list(saved.pending_obs)
+        self.returns = np.zeros_like(self.returns)
+
     def sync(self, state: NormalizerState) -> NormalizerState:
         """Take the new global state; return what was counted since the last sync."""
         delta = self.pending

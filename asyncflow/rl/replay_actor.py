@@ -62,13 +62,15 @@ class ReplayActor:
             raise TypeError("a uniform replay shard has no priorities")
         return self.buffer.priorities(indexes)
 
-    def get_state(self) -> bytes:
-        """The buffer, pickled (for checkpoints)."""
-        return pickle.dumps(self.buffer)
+    def get_state(self) -> ReplayBuffer:
+        """The buffer (a checkpoint keeps its arrays, ``state_tree.py``)."""
+        return self.buffer
 
-    def set_state(self, state: bytes) -> None:
-        """Replace the buffer with a pickled one."""
-        self.buffer = pickle.loads(state)
+    def set_state(self, state: ReplayBuffer | bytes) -> None:
+        """Replace the buffer with a saved one (bytes: a pickle, from checkpoint formats 1 and 2)."""
+        self.buffer = pickle.loads(state) if isinstance(state, bytes) else state
+        if len(self.buffer) >= self.learning_starts:
+            self._ready.set()
         if len(self.buffer) >= self.learning_starts:
             self._ready.set()
 

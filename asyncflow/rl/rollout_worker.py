@@ -24,23 +24,40 @@ batch, which so has up to one row fewer per finished episode.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Sequence
 from typing import Any
 
 import gymnasium as gym
 import numpy as np
 
+from ..errors import EnvOutputError
 from .atari import take_games
-from .attributes import pickle_attributes, unpickle_attributes
+from .attributes import pickled_attributes, restore_exactly
 from .env import EnvSpec, make_env, make_vector_env
-from .env_checks import EnvChecker
+from .env_checks import FLAG_TYPES, REWARD_TYPES, EnvChecker, env_name
 from .normalization import NormalizeObservation, NormalizerState, WorkerNormalizer, check_normalizable
 from .policy import FlatWeights, PolicyFactory, StatefulPolicy
 from .sample_batch import DONES, SampleBatch
-from .trajectory import EpisodeBook, Postprocessing, PostprocessMode, Segment, drop_rows, lane_major, worker_seed
+from .state import get_state, set_state
+from .trajectory import (
+    EpisodeBook,
+    Postprocessing,
+    PostprocessMode,
+    Segment,
+    drop_rows,
+    lane_major,
+    new_episode_seed,
+    worker_seed,
+)
 from .tree import tree_assign, tree_map, tree_zeros
 
-__all__ = ["PolicyDelegation", "RolloutWorker", "check_segment_finite", "default_policy"]
+__all__ = ["MAX_ENV_FAILURES", "PolicyDelegation", "RolloutWorker", "check_segment_finite", "default_policy"]
+
+MAX_ENV_FAILURES = 3
+"""``restart_failed_envs``: an env that fails this many times in a row, with no step done in
+between (each replacement failing at once, at its reset or its first step), fails the run with
+its own exception."""
 
 
 def default_policy(observation_space: Any, action_space: Any, *, seed: int, worker_index: int) -> Any:
@@ -96,6 +113,11 @@ def _lane_major_zeros(space: gym.Space[Any], steps: int, n: int) -> Any:
     return tree_map(lambda a: a.swapaxes(0, 1), tree_zeros(space, (n, steps)))
 
 
+def _copy_at(tree: Any, t: int, lane: int) -> Any:
+    """A copy of step ``t`` of lane ``lane`` of a ``(T, k, ...)`` tree."""
+    return tree_map(lambda a: np.array(a[t, lane]), tree)
+
+
 def _row(tree: Any, t: int) -> Any:
     """Step ``t`` of a ``(T, k, ...)`` tree: views, one per leaf."""
     return tree[t] if isinstance(tree, np.ndarray) else tree_map(lambda a: a[t], tree)
@@ -128,8 +150,14 @@ class RolloutWorker(PolicyDelegation):
         normalize_observations: bool = False,
         normalize_rewards: bool = False,
         normalize_clip: float = 10.0,
+        restart_failed_envs: bool = False,
     ) -> None:
         self.postprocessing = Postprocessing(postprocess, gamma, lam, n_step, use_critic and postprocess == "gae")
+        self.spec = env
+        self.restart_failed_envs = restart_failed_envs
+        self.env_errors = 0  # envs replaced since the last sample (restart_failed_envs)
+        self.failures = np.zeros(num_envs, np.int64)  # each env's failures with no step done in between
+        self.failed_at = np.full(num_envs, -2, np.int64)  # the env step of each env's latest failure
         self.vector: gym.vector.VectorEnv[Any, Any, Any] | None = make_vector_env(env, num_envs) if vector_env else None
         self.envs = [] if self.vector is not None else [make_env(env) for _ in range(num_envs)]
         self.num_envs = num_envs
@@ -159,10 +187,7 @@ class RolloutWorker(PolicyDelegation):
             if self.checker is not None:
                 self._check_vector_obs(self.checker, self.obs, 0)
         for i, e in enumerate(self.envs):
-            first = e.reset(seed=base + i)[0]
-            if self.checker is not None:
-                self.checker.observation(first, i, 0)
-            tree_assign(self.obs, i, first)
+            tree_assign(self.obs, i, self._reset(e, i, 0, seed=base + i))
         self.episodes = EpisodeBook(worker_index, num_envs)
         self.scores_games = any(take_games(e) is not None for e in self.envs)
 
@@ -181,6 +206,7 @@ class RolloutWorker(PolicyDelegation):
         actions: list[np.ndarray] = []
         truncations: list[tuple[int, int, Any]] = []
         tree_assign(obs_buf, 0, self.obs)
+        skipped: np.ndarray | None = None  # steps of envs that failed (restart_failed_envs): dropped
         for t in range(steps):
             eps[t] = book.ids
             action, logps[t], values[t] = policy.compute_actions(_row(obs_buf, t))
@@ -188,12 +214,34 @@ class RolloutWorker(PolicyDelegation):
             env_action = policy.env_actions(action)
             into = _row(obs_buf, t + 1) if t + 1 < steps else self.obs  # each observation is copied once
             ended: list[int] = []
+            failed: list[int] = []
             for i, env in enumerate(self.envs):
-                next_obs, reward, terminated, truncated, _ = env.step(env_action[i])
-                if check is not None and (
-                    type(next_obs) is not np.ndarray or next_obs.shape != shape or next_obs.dtype != dtype
-                ):  # inline: the usual observation costs no call
-                    check.observation(next_obs, i, int(first[i]) + t + 1)
+                try:
+                    out = env.step(env_action[i])
+                except Exception as exc:
+                    if not self.restart_failed_envs:
+                        raise
+                    failed.append(i)
+                    tree_assign(into, i, self._replace(i, exc, int(first[i]) + t + 1))
+                    continue
+                try:
+                    next_obs, reward, terminated, truncated, info = out
+                except (TypeError, ValueError):
+                    if check is None:
+                        raise
+                    check.step_output(out, i, int(first[i]) + t + 1)  # names the old gym API
+                    raise
+                if check is not None:  # inline: the usual step costs no call
+                    if type(next_obs) is not np.ndarray or next_obs.shape != shape or next_obs.dtype != dtype:
+                        check.observation(next_obs, i, int(first[i]) + t + 1)
+                    if type(reward) not in REWARD_TYPES:
+                        reward = check.reward(reward, i, int(first[i]) + t + 1)
+                    if (
+                        type(terminated) not in FLAG_TYPES
+                        or type(truncated) not in FLAG_TYPES
+                        or type(info) is not dict
+                    ):
+                        check.flags(terminated, truncated, info, i, int(first[i]) + t + 1)
                 rewards[t, i] = reward
                 if keeps_next:
                     tree_assign(next_buf, (t, i), next_obs)
@@ -203,20 +251,83 @@ class RolloutWorker(PolicyDelegation):
                     ended.append(i)
                     if truncated and not terminated:
                         truncations.append((t, i, tree_map(np.array, next_obs)))
-                    next_obs, _ = env.reset()
-                    if check is not None:
-                        check.observation(next_obs, i, int(first[i]) + t + 1)
+                    try:
+                        next_obs = self._reset(env, i, int(first[i]) + t + 1)
+                    except EnvOutputError:
+                        raise
+                    except Exception as exc:
+                        if not self.restart_failed_envs:
+                            raise
+                        next_obs = self._replace(i, exc, int(first[i]) + t + 1)
                 tree_assign(into, i, next_obs)
             book.add(rewards[t])
             for i in ended:
                 book.end(i)
-            if ended and stateful is not None:
-                stateful.episodes_ended(ended)  # a recurrent policy forgets those envs' state
+            if failed:
+                skipped = np.zeros((steps, n), bool) if skipped is None else skipped
+                self._abandon(failed, t, skipped, dones, truncations, obs_buf)
+            if (ended or failed) and stateful is not None:
+                stateful.episodes_ended(ended + failed)  # a recurrent policy forgets those envs' state
         if self.normalizer is not None:  # the episode book above counted the raw rewards
             rewards = self.normalizer.rewards(rewards, dones)
         segment = Segment(obs_buf, np.stack(actions), rewards, dones, terminateds, logps, values, eps,
                           last_obs=self.obs, next_obs=next_buf, truncations=truncations)  # fmt: skip
-        return self._batch(segment)
+        return self._batch(segment, skipped)
+
+    def _reset(self, env: gym.Env[Any, Any], i: int, step: int, seed: int | None = None) -> Any:
+        """``env.reset``'s observation, checked (``reset`` returns ``(observation, info)``)."""
+        out = env.reset(seed=seed)
+        if self.checker is None:
+            return out[0]
+        obs = self.checker.reset_output(out, i, step)
+        self.checker.observation(obs, i, step)
+        return obs
+
+    def _replace(self, i: int, exc: Exception, step: int) -> Any:
+        """Env ``i`` raised at its step ``step`` (``restart_failed_envs``): close it, build a new
+        one and reset it; its first observation. An env that keeps failing (``MAX_ENV_FAILURES``
+        times in a row, its replacements included) fails the run with its own exception."""
+        while True:
+            in_a_row = self.failed_at[i] >= step - 1  # no step was done since the last failure
+            self.failures[i] = self.failures[i] + 1 if in_a_row else 1
+            self.failed_at[i] = step
+            self.env_errors += 1
+            if self.failures[i] >= MAX_ENV_FAILURES:
+                exc.add_note(f"env {env_name(self.spec)!r} (worker {self.worker_index}, sub-env {i}) failed "
+                             f"{MAX_ENV_FAILURES} times in a row, its replacements included")  # fmt: skip
+                raise exc
+            with contextlib.suppress(Exception):
+                self.envs[i].close()
+            try:
+                env = make_env(self.spec)
+                if self.normalizer is not None and isinstance(self.envs[i], NormalizeObservation):
+                    env = NormalizeObservation(env, self.normalizer)
+                self.envs[i] = env
+                seed = new_episode_seed(self.worker_index, self.episodes.issued) + i
+                return self._reset(env, i, step, seed=seed)
+            except EnvOutputError:
+                raise
+            except Exception as again:  # noqa: BLE001 - counted, tried again
+                exc = again
+
+    def _abandon(
+        self,
+        lanes: list[int],
+        t: int,
+        skipped: np.ndarray,
+        dones: np.ndarray,
+        truncations: list[tuple[int, int, Any]],
+        obs_buf: Any,
+    ) -> None:
+        """The episodes of ``lanes``, whose env failed at step ``t``, end before it: step ``t``
+        leaves the batch, the step before it bootstraps from the observation it led to (as a
+        time limit does), and the episode is dropped from the statistics."""
+        for i in lanes:
+            skipped[t, i] = dones[t, i] = True
+            if t > 0 and not dones[t - 1, i]:
+                dones[t - 1, i] = True
+                truncations.append((t - 1, i, _copy_at(obs_buf, t, i)))
+            self.episodes.drop(i)
 
     def _buffers(self, steps: int, n: int) -> tuple[Any, ...]:
         """One sample's arrays, ``(steps, n, ...)``: observations, next observations (or None),
@@ -267,8 +378,8 @@ class RolloutWorker(PolicyDelegation):
         return self._batch(segment, skipped)
 
     def _batch(self, segment: Segment, skipped: np.ndarray | None = None) -> SampleBatch:
-        """The sample's batch: checked for NaN and inf, postprocessed, without the
-        ``skipped`` steps (``(T, k)``, the vector env's autoresets), with its episodes."""
+        """The sample's batch: checked for NaN and inf, postprocessed, without the ``skipped``
+        steps (``(T, k)``: the vector env's autoresets, failed envs), with its episodes."""
         if self.checker is not None:
             check_segment_finite(self.checker, segment, self.env_steps)
         self.env_steps = self.env_steps + self.fragment
@@ -278,11 +389,12 @@ class RolloutWorker(PolicyDelegation):
         if skipped is not None and skipped.any():
             columns = drop_rows(columns, np.swapaxes(skipped, 0, 1).reshape(-1))
         returns, lengths = self.episodes.take()
+        errors, self.env_errors = self.env_errors, 0
         if self.scores_games:  # Atari: whole games' real scores; the lives the learner saw aside
             games = [game for env in self.envs for game in take_games(env) or ()]
-            return SampleBatch(columns, episode_returns=[score for score, _ in games],
+            return SampleBatch(columns, episode_returns=[score for score, _ in games], env_errors=errors,
                                episode_lengths=[n for _, n in games], training_returns=returns)  # fmt: skip
-        return SampleBatch(columns, episode_returns=returns, episode_lengths=lengths)
+        return SampleBatch(columns, episode_returns=returns, episode_lengths=lengths, env_errors=errors)
 
     def _check_vector_obs(self, check: EnvChecker, obs: Any, steps: np.ndarray | int) -> None:
         """The inline check of ``sample()`` for all lanes at once; a misfit names its lane."""
@@ -316,14 +428,40 @@ class RolloutWorker(PolicyDelegation):
         last sync (the driver merges it), or None when this worker does not normalize."""
         return None if self.normalizer is None else self.normalizer.sync(state)
 
-    def get_state(self) -> bytes:
-        """Everything: environments mid-episode, policy and its random state, episode trackers."""
-        return pickle_attributes(self)
+    def get_state(self) -> dict[str, Any]:
+        """What a checkpoint keeps: the policy's training state (random generators, schedules),
+        the episode and step counters, the normalizer's counts; and everything, environments
+        mid-episode included, pickled (``exact``), which a restore uses only when trusted."""
+        return {"policy": get_state(self.policy), "episodes_issued": self.episodes.issued,
+                "env_steps": self.env_steps.copy(), "normalizer": self.normalizer,
+                "exact": pickled_attributes(self, "the environments mid-episode")}  # fmt: skip
 
-    def set_state(self, state: bytes) -> None:
-        """Replace everything with what ``get_state`` returned."""
-        self.close()
-        unpickle_attributes(self, state)
+    def set_state(self, state: dict[str, Any] | bytes) -> None:
+        """Put back what ``get_state`` returned: all of it where ``exact`` is there (a trusted
+        checkpoint), else the policy and the counters, the environments starting new episodes."""
+        if restore_exactly(self, state):
+            return
+        assert isinstance(state, dict)
+        set_state(self.policy, state["policy"])
+        self.episodes.issued = max(self.episodes.issued, int(state["episodes_issued"]))
+        self.env_steps = np.array(state["env_steps"], np.int64).reshape(self.num_envs)
+        if self.normalizer is not None and state["normalizer"] is not None:
+            self.normalizer.restore(state["normalizer"])
+        self.new_episodes()
+
+    def new_episodes(self) -> None:
+        """Abandon every episode in progress and reset every env, with seeds of their own
+        (the same for the same counters: a run resumed twice goes on the same way twice)."""
+        seed = new_episode_seed(self.worker_index, self.episodes.issued)
+        if self.vector is not None:
+            self.obs = self.vector.reset(seed=seed)[0]
+            self.resetting[:] = False
+        for i, env in enumerate(self.envs):
+            tree_assign(self.obs, i, self._reset(env, i, int(self.env_steps[i]), seed=seed + i))
+        for i in range(self.num_envs):
+            self.episodes.drop(i)
+        if isinstance(self.policy, StatefulPolicy):
+            self.policy.episodes_ended(list(range(self.num_envs)))
 
     def close(self) -> None:
         """Close the environments."""

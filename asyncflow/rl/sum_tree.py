@@ -18,20 +18,27 @@ __all__ = ["MinTree", "SumTree"]
 
 
 class _Tree:
-    def __init__(self, capacity: int, neutral: float, combine: Callable[[np.ndarray, np.ndarray], np.ndarray]) -> None:
+    combine: Callable[[np.ndarray, np.ndarray], np.ndarray]
+    """How two children make their parent (a class attribute: an instance holds only arrays
+    and numbers, which a checkpoint keeps as they are, ``state_tree.py``)."""
+
+    def __init__(self, capacity: int, neutral: float) -> None:
         if capacity < 1:
             raise ConfigError(f"capacity must be >= 1, not {capacity}")
         self.size = 1 << (capacity - 1).bit_length()
         self.depth = self.size.bit_length() - 1
         self.tree = np.full(2 * self.size, neutral, dtype=np.float64)
-        self._combine = combine
+
+    def __setstate__(self, state: dict[str, object]) -> None:
+        state.pop("_combine", None)  # pickled by checkpoint formats 1 and 2
+        vars(self).update(state)
 
     def __setitem__(self, index: np.ndarray | int, values: np.ndarray | float) -> None:
         nodes = np.atleast_1d(np.asarray(index, dtype=np.int64)) + self.size
         self.tree[nodes] = values
         for _ in range(self.depth):
             nodes = np.unique(nodes >> 1)
-            self.tree[nodes] = self._combine(self.tree[2 * nodes], self.tree[2 * nodes + 1])
+            self.tree[nodes] = self.combine(self.tree[2 * nodes], self.tree[2 * nodes + 1])
 
     def __getitem__(self, index: np.ndarray | int) -> np.ndarray:
         return self.tree[np.asarray(index, dtype=np.int64) + self.size]  # type: ignore[no-any-return]
@@ -41,8 +48,10 @@ class _Tree:
 
 
 class SumTree(_Tree):
+    combine = np.add
+
     def __init__(self, capacity: int) -> None:
-        super().__init__(capacity, 0.0, np.add)
+        super().__init__(capacity, 0.0)
 
     def total(self) -> float:
         return self.root()
@@ -62,8 +71,10 @@ class SumTree(_Tree):
 
 
 class MinTree(_Tree):
+    combine = np.minimum
+
     def __init__(self, capacity: int) -> None:
-        super().__init__(capacity, float("inf"), np.minimum)
+        super().__init__(capacity, float("inf"))
 
     def min(self) -> float:
         return self.root()

@@ -46,7 +46,7 @@ from .sample_batch import (
 )
 from .tree import Tree, tree_map, tree_stack
 
-__all__ = ["EpisodeBook", "Postprocessing", "Segment", "drop_rows", "worker_seed"]
+__all__ = ["EpisodeBook", "Postprocessing", "Segment", "drop_rows", "new_episode_seed", "worker_seed"]
 
 PostprocessMode = Literal["gae", "transitions"]
 
@@ -54,6 +54,13 @@ PostprocessMode = Literal["gae", "transitions"]
 def worker_seed(seed: int, worker_index: int) -> int:
     """The base seed of worker ``worker_index``'s environments and policy (distinct per worker)."""
     return seed * 10_007 + worker_index * 1_009
+
+
+def new_episode_seed(worker_index: int, episodes_issued: int) -> int:
+    """The seed of the envs a restored worker resets (``set_state`` without the envs' own
+    state): a function of its counters, so a run resumed twice from one checkpoint goes on
+    the same way twice."""
+    return int(np.random.SeedSequence([worker_index, episodes_issued]).generate_state(1)[0])
 
 
 class EpisodeBook:

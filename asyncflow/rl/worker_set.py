@@ -3,12 +3,15 @@
 It knows the latest weights, so a worker that died and was restarted by its
 restart policy gets them back before it samples again.
 
-It also keeps a hanging environment from hanging the run: a ``sample`` call
-that does not come back within ``sample_timeout_s`` gets its worker killed
-(a ``WorkerTimeoutWarning`` names the worker and the env), and the restart
-policy replaces it; with no restart left it is a ``WorkerTimeoutError``.
-Workers of the local backend run in the driver's own loop, where a hanging
-``env.step`` blocks everything: the timeout applies to worker processes.
+It also keeps a hanging environment, or a frozen process (SIGSTOP, ``docker
+pause``, a cgroup freezer, a read stuck on a network file system), from hanging the
+run: every call has a deadline (``worker_timeout_s``: a sample, a weight broadcast, a
+normalizer sync, a checkpoint's save or restore; an evaluation gets it once per episode).
+A worker that misses it is killed (a ``WorkerTimeoutWarning`` names the worker, the
+call and the env), and the restart policy replaces it; the call is made again on the
+new process, once it has the latest weights. With no restart left it is a
+``WorkerTimeoutError``. Workers of the local backend run in the driver's own loop, where
+a hanging ``env.step`` blocks everything: the deadline applies to worker processes.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ from __future__ import annotations
 import asyncio
 import os
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from ..actors import ActorHandle
@@ -31,6 +34,13 @@ class WorkerTimeoutWarning(RuntimeWarning):
     """A worker did not answer in time and was killed (to be restarted if its policy allows)."""
 
 
+class _Default:
+    """``call``'s timeout when none is given: the set's ``timeout_s``."""
+
+
+DEFAULT = _Default()
+
+
 class WorkerSet:
     """The rollout workers of a plan: calls with restarts and timeouts, and weight broadcasts."""
 
@@ -38,7 +48,7 @@ class WorkerSet:
         self,
         workers: Sequence[ActorHandle],
         *,
-        sample_timeout_s: float | None = None,
+        timeout_s: float | None = None,
         env: str = "the env",
         share: Callable[[Any], Any] | None = None,
         normalizer: NormalizerState | None = None,
@@ -49,7 +59,8 @@ class WorkerSet:
         self.latest_weights: FlatWeights | dict[str, FlatWeights] | None = None
         self.restarted = 0
         self.timeouts = 0
-        self.sample_timeout_s = sample_timeout_s
+        self.timeout_s = timeout_s
+        """The deadline of every call (None: none), ``worker_timeout_s``."""
         self.env = env
         self._restarts_seen: dict[str, int] = {}
         self._killed: set[tuple[str, int]] = set()
@@ -57,30 +68,32 @@ class WorkerSet:
     def __len__(self) -> int:
         return len(self.workers)
 
-    async def call(self, worker: ActorHandle, method: str, *args: Any, timeout: float | None = None) -> Any:
+    async def call(
+        self, worker: ActorHandle, method: str, *args: Any, timeout: float | _Default | None = DEFAULT
+    ) -> Any:
         """Call ``method``; a worker that was restarted first gets the latest weights.
 
-        With ``timeout`` (seconds), a worker process that has not answered by then is
-        killed; the call is retried once the restart policy has replaced it.
+        A worker process that has not answered within ``timeout`` seconds (the set's
+        ``timeout_s`` unless given; None: no deadline) is killed; the call is made again
+        once the restart policy has replaced it.
         """
+        deadline = self.timeout_s if isinstance(timeout, _Default) else timeout
         while True:
-            await self._resync(worker)
             incarnation = (worker.name, worker.restarts)
             try:
-                if timeout is None or worker.pid in (None, os.getpid()):  # in-process actors cannot be killed
-                    return await worker.call(method, *args)
-                return await asyncio.wait_for(worker.call(method, *args), timeout)
+                await self._resync(worker)
+                return await self._within(worker, worker.call(method, *args), deadline)
             except TimeoutError:
-                assert timeout is not None
+                assert deadline is not None
                 # Several calls may wait on one hung process (num_async): the first to time
                 # out kills it; the others find it killed and only wait for its successor.
                 if incarnation not in self._killed:
                     self._killed.add(incarnation)
-                    await self._kill_late(worker, method, timeout)
+                    await self._kill_late(worker, method, deadline)
                 if not worker.alive:
                     raise WorkerTimeoutError(
                         worker.name,
-                        f"{method}() on {self.env} took over {timeout:g} s (sample_timeout_s), "
+                        f"{method}() on {self.env} took over {deadline:g} s (worker_timeout_s), "
                         f"and it has no restart left ({worker.restarts} of {worker.max_restarts} used)",
                     ) from None
                 await worker.drain()  # wait for the new process, then resync and retry
@@ -89,9 +102,15 @@ class WorkerSet:
                     raise  # no restart left: the plan fails loudly
                 await worker.drain()  # wait for the new process, then resync and retry
 
+    @staticmethod
+    async def _within(worker: ActorHandle, call: Awaitable[Any], timeout: float | None) -> Any:
+        if timeout is None or worker.pid in (None, os.getpid()):  # in-process actors cannot be killed
+            return await call
+        return await asyncio.wait_for(call, timeout)
+
     def sample(self, worker: ActorHandle, method: str = "sample") -> Any:
-        """``call`` a sampling method with the set's ``sample_timeout_s``."""
-        return self.call(worker, method, timeout=self.sample_timeout_s)
+        """``call`` a sampling method (with the set's deadline)."""
+        return self.call(worker, method)
 
     async def evaluate(
         self, weights: FlatWeights, episodes: int, normalizer: NormalizerState | None = None
@@ -100,7 +119,9 @@ class WorkerSet:
         (evaluation workers): ``(returns, lengths)`` from each worker that played."""
         n = len(self.workers)
         shares = [episodes // n + (i < episodes % n) for i in range(n)]
-        played = await asyncio.gather(*(self.call(w, "evaluate", weights, k, normalizer)
+        per_episode = self.timeout_s
+        played = await asyncio.gather(*(self.call(w, "evaluate", weights, k, normalizer,
+                                                  timeout=None if per_episode is None else per_episode * k)
                                         for w, k in zip(self.workers, shares, strict=True) if k))  # fmt: skip
         return list(played)
 
@@ -117,7 +138,7 @@ class WorkerSet:
         restart = "it will be restarted" if worker.restarts < worker.max_restarts else "it has no restart left"
         warnings.warn(
             f"worker {worker.name!r} (pid {worker.pid}) did not answer {method}() on {self.env} within "
-            f"{timeout:g} s (sample_timeout_s): killed; {restart}",
+            f"{timeout:g} s (worker_timeout_s): killed; {restart}",
             WorkerTimeoutWarning,
             stacklevel=3,
         )
@@ -130,9 +151,9 @@ class WorkerSet:
         self.restarted += worker.restarts - self._restarts_seen.get(worker.name, 0)
         self._restarts_seen[worker.name] = worker.restarts
         if self.latest_weights is not None:
-            await worker.call("set_weights", self.latest_weights)
-        if self.normalizer is not None:
-            await worker.call("sync_normalizer", self.normalizer)  # a new worker has counted nothing
+            await self._within(worker, worker.call("set_weights", self.latest_weights), self.timeout_s)
+        if self.normalizer is not None:  # a new worker has counted nothing
+            await self._within(worker, worker.call("sync_normalizer", self.normalizer), self.timeout_s)
 
     async def broadcast(
         self, weights: FlatWeights | dict[str, FlatWeights], to: Sequence[ActorHandle] | None = None

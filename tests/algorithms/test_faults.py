@@ -71,19 +71,25 @@ async def test_a_killed_actor_is_replaced_and_the_run_goes_on(name: str, target:
 
 @pytest.mark.slow
 @pytest.mark.timeout(400)
-def test_a_three_minute_soak_with_kills_leaves_everything_where_it_started(tmp_path: Path) -> None:
-    """benchmarks/soak.py, short: PPO and Ape-X for 3 minutes, a SIGKILL every 20 s."""
+def test_a_three_minute_soak_with_kills_and_freezes_leaves_everything_where_it_started(tmp_path: Path) -> None:
+    """benchmarks/soak.py, short: PPO and Ape-X for 3 minutes, a SIGKILL or a SIGSTOP every 20 s."""
     out = tmp_path / "soak.json"
     run = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "soak.py"), "--minutes", "3", "--kill-every",
-                          "20", "--sample-every", "5", "--json", str(out)], capture_output=True, text=True,
-                         timeout=360)  # fmt: skip
+                          "20", "--faults", "kill,freeze", "--deadline", "5", "--sample-every", "5", "--json",
+                          str(out)], capture_output=True, text=True, timeout=360)  # fmt: skip
     assert run.returncode == 0, run.stderr[-3000:]
     seen = json.loads(out.read_text())
-    assert len(seen["kills"]) >= 3, seen["kills"]
+    faults = seen["kills"]
+    assert len(faults) >= 3, faults
+    end = seen["samples"][-1]["t"]
+    freezes = [f for f in faults if f["fault"] == "freeze"]
+    for freeze in freezes:  # each found by a missed deadline (5 s), unless it came at the very end
+        assert "detected_s" in freeze or freeze["t"] > end - 15, freeze
     restarts = seen["restarts"]
-    assert restarts["ppo"] + restarts["apex"] + restarts["apex_shards"] == len(seen["kills"])
-    steps_after_last_kill = {name: n for t, name, n in seen["steps"] if t > seen["kills"][-1]["t"]}
-    assert set(steps_after_last_kill) == {"ppo", "apex"}  # both trained on after every kill
+    replaced = sum(1 for f in faults if f["fault"] == "kill" or "detected_s" in f)
+    assert restarts["ppo"] + restarts["apex"] + restarts["apex_shards"] >= replaced
+    steps_after_last_fault = {name: n for t, name, n in seen["steps"] if t > faults[-1]["t"]}
+    assert set(steps_after_last_fault) == {"ppo", "apex"}  # both trained on after every fault
     samples = seen["samples"]
     start, end = samples[2], seen["inside_end"]  # start: every actor up and warm
     for key in ("segments", "processes", "threads"):
