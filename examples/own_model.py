@@ -2,13 +2,15 @@
 on two worker processes, saved, and loadable by ``asyncflow evaluate``.
 
     python examples/own_model.py [--stop-reward 475] [--checkpoint own_model.ckpt]
-    asyncflow evaluate own_model.ckpt --episodes 10
+    asyncflow evaluate own_model.ckpt --episodes 10 --trust-code
 
 The model honours the actor-critic protocol (``asyncflow.rl.ActorCriticModel``):
 it is built from the two spaces and maps a batch of observations to the
 action distribution's inputs (here the logits of ``Discrete(2)``) and the
 state values. It travels to the workers, and into the checkpoint, by value
-(cloudpickle), because it is defined in ``__main__``.
+(cloudpickle), because it is defined in ``__main__``: loading that checkpoint
+unpickles it, which runs code, so ``asyncflow evaluate`` needs ``--trust-code``
+(a model class in an importable module is stored by its import path instead).
 """
 
 from __future__ import annotations

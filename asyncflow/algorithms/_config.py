@@ -21,7 +21,7 @@ from ..rl.device import resolve_device
 from ..rl.env import EnvSpec
 from ..rl.models.config import ModelConfig, model_spec
 from ..rl.precision import resolve_precision
-from ..rl.state_tree import Pickled, Untrusted, import_path
+from ..rl.state_tree import Pickled, Untrusted, storable
 
 __all__ = ["AlgorithmConfig", "algorithm_config", "check_epsilon", "field"]
 
@@ -314,15 +314,15 @@ class AlgorithmConfig:
 
     def to_state(self) -> dict[str, Any]:
         """The fields for a checkpoint (``state_tree.py``): plain values, a ``ModelConfig`` as
-        the mapping of its fields, a function or class by its import path; one that has none
-        (a lambda, a class defined in ``__main__``) pickled by value, which only a trusted
-        restore loads."""
+        the mapping of its fields, a function or class by its import path (a partial of one
+        with its arguments); one that has none (a lambda, a class defined in ``__main__``)
+        pickled by value, which only a trusted restore loads."""
         out: dict[str, Any] = {}
         for f in dataclasses.fields(self):  # type: ignore[arg-type]
             value = getattr(self, f.name)
             if isinstance(value, ModelConfig):
                 value = dataclasses.asdict(value)
-            elif callable(value) and import_path(value) is None:
+            elif callable(value) and not storable(value):
                 import cloudpickle
 
                 kind = "class" if isinstance(value, type) else "function"

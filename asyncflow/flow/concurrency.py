@@ -105,9 +105,37 @@ async def _fan_in(ops: Sequence[AsyncIterable[Any]], maxsize: int = 1) -> AsyncI
                 continue
             yield index, item
     finally:
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+        await _stop_producers(tasks, queue)
+
+
+async def _stop_producers(tasks: list[asyncio.Task[None]], queue: asyncio.Queue[Any]) -> None:
+    """Cancel the producers and wait until every one has ended.
+
+    A producer may outlive a cancellation: code it runs that catches ``CancelledError``, or
+    an awaitable that loses one (Python 3.11's ``wait_for``, gh-86296). It then goes on and
+    waits to put into the full queue, which nobody reads any more: ``gather`` waited for
+    ever. So what it puts is taken and dropped, and a producer still running after it put
+    something is cancelled again::
+
+        producer: ... await sample()  <- cancel() lost here   ... await queue.put(x)  (full)
+        here:     cancel() ; wait(producers | {queue.get()})  -> x taken, producer cancelled again
+    """
+    pending: set[asyncio.Future[Any]] = {task for task in tasks if not task.done()}
+    for task in pending:
+        task.cancel()
+    while pending:
+        taking = asyncio.ensure_future(queue.get())
+        try:
+            done, pending = await asyncio.wait(pending | {taking}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            taking.cancel()
+        pending.discard(taking)
+        if taking in done:  # a producer put something after its cancellation: cancel it again
+            for task in pending:
+                task.cancel()
+    for task in tasks:
+        if not task.cancelled():
+            task.exception()  # retrieved: its error, if any, went to the consumer or does not matter now
 
 
 def duplicate(source: AsyncIterable[T], n: int, maxsize: int = 4) -> list[AsyncIterator[T]]:

@@ -416,7 +416,8 @@ class AsyncRolloutWorker(PolicyDelegation):
     def _batch(self, seqs: Sequence[_Sequence]) -> SampleBatch:
         """``seqs`` as one ``(T, k)`` segment: checked for NaN and inf, postprocessed, with the
         episodes completed and the env faults counted since the last batch."""
-        segment = _segment(seqs, self.postprocessing.keeps_next_obs)
+        with np.errstate(over="ignore", invalid="ignore"):  # too large for float32: inf, which the checks name
+            segment = _segment(seqs, self.postprocessing.keeps_next_obs)
         if self.checker is not None:
             check_segment_finite(self.checker, segment, np.array([s.first_step for s in seqs]))
         columns = self.postprocessing(segment, self.policy.values)

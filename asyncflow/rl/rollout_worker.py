@@ -25,7 +25,6 @@ batch, which so has up to one row fewer per finished episode.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Sequence
 from typing import Any
 
 import gymnasium as gym
@@ -83,14 +82,6 @@ class PolicyDelegation:
     def compute_gradients(self, batch: SampleBatch) -> tuple[list[np.ndarray], dict[str, float]]:
         """Gradients of the policy's loss on ``batch``."""
         return self.policy.compute_gradients(batch)  # type: ignore[no-any-return]
-
-    def apply_gradients(self, grads: Sequence[np.ndarray]) -> None:
-        """Apply gradients to the local policy."""
-        self.policy.apply_gradients(grads)
-
-    def learn_on_batch(self, batch: SampleBatch) -> dict[str, float]:
-        """One local training pass on ``batch``."""
-        return self.policy.learn_on_batch(batch)  # type: ignore[no-any-return]
 
 
 def check_segment_finite(check: EnvChecker, seg: Segment, first: np.ndarray) -> None:
@@ -193,8 +184,13 @@ class RolloutWorker(PolicyDelegation):
 
     def sample(self) -> SampleBatch:
         """Collect ``rollout_fragment_length`` steps from each sub-environment."""
-        if self.vector is not None:
-            return self._sample_vector(self.vector)
+        # A value too large for float32 (a reward of 1e39) becomes inf in the buffers, which
+        # the checks then name; numpy's overflow warning on the way is not the error to give.
+        with np.errstate(over="ignore", invalid="ignore"):
+            return self._sample_vector(self.vector) if self.vector is not None else self._sample_envs()
+
+    def _sample_envs(self) -> SampleBatch:
+        """``sample()`` for sub-environments stepped one by one."""
         n, steps = len(self.envs), self.fragment
         book, policy, check = self.episodes, self.policy, self.checker
         stateful = policy if isinstance(policy, StatefulPolicy) else None
@@ -463,9 +459,13 @@ class RolloutWorker(PolicyDelegation):
         if isinstance(self.policy, StatefulPolicy):
             self.policy.episodes_ended(list(range(self.num_envs)))
 
-    def close(self) -> None:
+    def close_envs(self) -> None:
         """Close the environments."""
         for env in self.envs:
             env.close()
         if self.vector is not None:
             self.vector.close()
+
+    async def aclose(self) -> None:
+        """Close the environments (the actor layer awaits this when the worker stops)."""
+        self.close_envs()

@@ -12,6 +12,7 @@ of named numpy arrays; ``decode`` turns them back. The kinds a tree may hold:
   frame stores, episode books, normalizer statistics), by their attributes; an instance
   met twice is stored once and comes back shared;
 - functions and classes that an import path names (``"package.module:name"``): the path;
+  a ``functools.partial`` of one, with arguments of the kinds above: the path and the arguments;
 - ``Pickled`` blobs: bytes that only unpickling can turn back into what they were (a
   lambda in a config, an environment mid-episode).
 
@@ -31,6 +32,7 @@ starts a new episode).
 from __future__ import annotations
 
 import collections
+import functools
 import importlib
 import math
 import sys
@@ -42,7 +44,7 @@ import numpy as np
 
 from ..errors import CheckpointError, CheckpointImportError
 
-__all__ = ["PLAIN_CLASSES", "Pickled", "Untrusted", "decode", "encode", "import_path"]
+__all__ = ["PLAIN_CLASSES", "Pickled", "Untrusted", "decode", "encode", "import_path", "storable"]
 
 PLAIN_CLASSES: dict[str, str] = {
     "ReplayBuffer": "asyncflow.rl.replay_buffer",
@@ -83,6 +85,16 @@ class Untrusted:
 
     where: str
     what: str
+
+
+def storable(value: Any) -> bool:
+    """Whether ``encode`` stores ``value`` without a ``Pickled`` blob (a callable by its import
+    path, a partial of one with plain arguments, or data)."""
+    try:
+        encode(value)
+    except TypeError:
+        return False
+    return True
 
 
 def import_path(value: Any) -> str | None:
@@ -158,6 +170,9 @@ class _Encoder:
         name = type(value).__name__
         if PLAIN_CLASSES.get(name) == type(value).__module__:
             return self.plain_object(value, name, path)
+        if isinstance(value, functools.partial) and (where := import_path(value.func)) is not None:
+            return {"$partial": where, "args": self(list(value.args), f"{path}/args"),
+                    "keywords": self(dict(value.keywords), f"{path}/keywords")}  # fmt: skip
         if isinstance(value, type) or callable(value):
             where = import_path(value)
             if where is not None:
@@ -270,10 +285,16 @@ class _Decoder:
             if body not in self.objects:
                 raise _damaged(f"{path}: a reference to object {body!r} before it")
             return self.objects[body]
-        if tag == "$import":
+        if tag in ("$import", "$partial"):
             if not self.imports:
                 raise _damaged(f"{path}: an import path ({body!r}) where only data belongs")
-            return resolve_import(body, path)
+            found = resolve_import(body, path)
+            if tag == "$import":
+                return found
+            args, keywords = self(value.get("args"), f"{path}/args"), self(value.get("keywords"), f"{path}/keywords")
+            if not isinstance(args, list) or not isinstance(keywords, dict):
+                raise _damaged(f"{path}: the arguments of a partial")
+            return functools.partial(found, *args, **keywords)
         if tag == "$pickle":
             what = str(value.get("what", "pickled Python objects"))
             blob = self.array(body).tobytes()

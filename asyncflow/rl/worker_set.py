@@ -106,7 +106,12 @@ class WorkerSet:
     async def _within(worker: ActorHandle, call: Awaitable[Any], timeout: float | None) -> Any:
         if timeout is None or worker.pid in (None, os.getpid()):  # in-process actors cannot be killed
             return await call
-        return await asyncio.wait_for(call, timeout)
+        # asyncio.timeout, not wait_for: Python 3.11's wait_for returns the call's result when
+        # the call completes in the same loop iteration as the caller is cancelled, and the
+        # cancellation is lost (gh-86296). An operator that outlived its cancellation so
+        # waited for ever to put into a queue that nobody read any more (Ape-X, 1 run in 10).
+        async with asyncio.timeout(timeout):
+            return await call
 
     def sample(self, worker: ActorHandle, method: str = "sample") -> Any:
         """``call`` a sampling method (with the set's deadline)."""

@@ -54,7 +54,8 @@ async def test_reaches_threshold_beyond_vectors(algo: Algorithm, threshold: floa
 @pytest.mark.timeout(300)
 def test_a_model_defined_in_a_scripts_main_trains_on_workers_and_evaluates_elsewhere(tmp_path: Path) -> None:
     """examples/own_model.py defines its model in ``__main__``: it travels to the worker
-    processes and into the checkpoint by value, and a fresh process evaluates it."""
+    processes and into the checkpoint by value (a pickle), and a fresh process evaluates
+    it when told to trust the file: loading a pickle runs code."""
     checkpoint = tmp_path / "own.ckpt"
     train = subprocess.run(
         [sys.executable, str(ROOT / "examples" / "own_model.py"), "--stop-reward", "475",
@@ -65,9 +66,10 @@ def test_a_model_defined_in_a_scripts_main_trains_on_workers_and_evaluates_elsew
     match = re.search(r"final return ([\d.]+) after (\d+) env steps", train.stdout)
     assert match, train.stdout
     assert float(match.group(1)) >= 475, train.stdout[-2000:]
-    out = subprocess.run(
-        [sys.executable, "-m", "asyncflow.cli", "evaluate", str(checkpoint), "--episodes", "5"],
-        capture_output=True, text=True, timeout=120, cwd=tmp_path,
-    )  # fmt: skip
+    evaluate = [sys.executable, "-m", "asyncflow.cli", "evaluate", str(checkpoint), "--episodes", "5"]
+    refused = subprocess.run(evaluate, capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert refused.returncode == 2 and "config field model: a class with no import path (MyNet)" in refused.stderr
+    assert "--trust-code" in refused.stderr
+    out = subprocess.run([*evaluate, "--trust-code"], capture_output=True, text=True, timeout=120, cwd=tmp_path)
     assert out.returncode == 0, out.stderr
     assert float(re.search(r"return ([\d.]+)", out.stdout.splitlines()[-1]).group(1)) >= 400  # type: ignore[union-attr]

@@ -256,3 +256,29 @@ async def test_fan_in_is_bounded_under_a_slow_consumer() -> None:
     # Each producer holds at most one item it could not put, plus the queue's one slot.
     assert produced <= 10 + 3
     await merged.aclose()
+
+
+async def test_closing_a_fan_in_ends_when_a_producer_outlives_a_cancellation() -> None:
+    """A producer that loses one cancellation (code that catches it, or Python 3.11's
+    ``wait_for``, gh-86296) went on to wait for ever to put into the full queue: closing
+    hung. Ape-X hung so in 1 run in 10 once its replay shards' calls had deadlines."""
+    swallowed = 0
+
+    async def stubborn() -> AsyncIterator[int]:
+        nonlocal swallowed
+        i = 0
+        while True:
+            try:
+                await asyncio.sleep(0.01)
+            except asyncio.CancelledError:
+                if swallowed:
+                    raise
+                swallowed += 1  # the first cancellation is lost
+            i += 1
+            yield i
+
+    items = flow.union(stubborn(), stubborn())
+    assert await anext(items) == 1
+    async with asyncio.timeout(10):
+        await items.aclose()  # type: ignore[attr-defined]
+    assert swallowed == 1
