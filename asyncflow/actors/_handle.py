@@ -10,12 +10,12 @@ wait for it, and ``handle.restarts`` counts how often that happened.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Generator
+from collections.abc import Awaitable, Callable, Generator, Iterable
 from typing import Any, Protocol
 
-from ..errors import ActorDiedError, ClosedError
+from ..errors import ActorDiedError, ClosedError, ConfigError
 
-__all__ = ["ActorHandle", "Transport"]
+__all__ = ["ActorHandle", "Transport", "check_method_names"]
 
 
 class Transport(Protocol):
@@ -41,6 +41,15 @@ class Transport(Protocol):
     def in_flight(self) -> int: ...
     @property
     def bytes_moved(self) -> int: ...
+
+
+def check_method_names(type_name: str, methods: Iterable[str]) -> None:
+    """A ``ConfigError`` for an actor whose methods include one of ``ActorHandle.RESERVED``."""
+    taken = sorted(set(methods) & ActorHandle.RESERVED)
+    if taken:
+        names, them = ", ".join(f"{n}()" for n in taken), "it" if len(taken) == 1 else "them"
+        raise ConfigError(f"actor {type_name} has {names}, which an ActorHandle uses for itself "
+                          f"(handle.{taken[0]} is the handle's own): rename {them}")  # fmt: skip
 
 
 class _Method:
@@ -71,6 +80,11 @@ class _AlreadyDone:
 
 class ActorHandle:
     """A reference to one actor. Cheap to pass around inside the driver."""
+
+    RESERVED = frozenset({"name", "type_name", "max_restarts", "restarts", "pid", "node_id", "methods", "alive",
+                          "call", "notify", "drain", "kill", "close"})  # fmt: skip
+    """The handle's own names: an actor method called so would be out of reach as
+    ``handle.name(...)``, so ``Runtime.spawn`` refuses an actor that has one."""
 
     def __init__(
         self,
@@ -184,6 +198,7 @@ class ActorHandle:
     async def _start(self) -> None:
         await self._transport.start()
         self._methods = dict(self._transport.methods)
+        check_method_names(self.type_name, self._methods)
 
     def _on_exit(self, transport: Transport, died: ActorDiedError) -> None:
         """The process died; restart it if the policy allows."""

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from ..errors import ClosedError, ConfigError, SerializationError
-from ._handle import ActorHandle, Transport
+from ._handle import ActorHandle, Transport, check_method_names
 from ._launch import ActorProcess
 from ._local import LocalTransport
 from ._loop import actor_event_loop
@@ -238,6 +238,9 @@ class Runtime:
             if not isinstance(amount, int | float) or isinstance(amount, bool) or amount < 0:
                 raise ConfigError(f"{key} must be a non-negative number, not {amount!r}")
         type_name = getattr(factory, "__qualname__", type(factory).__qualname__)
+        if isinstance(factory, type):  # a class: its methods are known before any process starts
+            check_method_names(type_name, (n for n in dir(factory) if not n.startswith("_")
+                                           and callable(getattr(factory, n, None))))  # fmt: skip
         name = name or f"{type_name}-{next(_names)}"
         make: Callable[[ActorHandle], Transport]
         if self.backend == "local":

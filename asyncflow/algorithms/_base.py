@@ -21,7 +21,6 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 import gymnasium as gym
-import numpy as np
 import torch
 
 from ..actors import TORCH_FREE_PRELOAD, ActorHandle, Runtime, open_runtime, prefer_torch_free_fork_server
@@ -419,8 +418,6 @@ class Algorithm:
             "extra": await self.extra_state(),
             "ctx": self.ctx.get_state(),
             "normalizer": self.workers.normalizer,
-            "torch_rng": torch.get_rng_state(),
-            "numpy_rng": np.random.get_state(),
         }
         return write_checkpoint(path, payload)
 
@@ -471,8 +468,6 @@ class Algorithm:
         await self.load_extra_state(payload["extra"])
         self.ctx.set_state(payload["ctx"])
         self.workers.normalizer = payload.get("normalizer")  # the workers' own counts came with their state
-        torch.set_rng_state(payload["torch_rng"])
-        np.random.set_state(payload["numpy_rng"])
 
     def policy_from_checkpoint(self) -> WorkerPolicy:
         """The workers' policy with the learner's weights of the checkpoint this algorithm was

@@ -35,6 +35,8 @@ class SACConfig(ReplayConfig):
     """Hidden layer sizes of the actor and the critics."""
     lr: float = field(1e-3, min=0, exclusive_min=True)
     """Learning rate of the actor, the critics and the temperature."""
+    max_grad_norm: float | None = field(None, min=0, exclusive_min=True)
+    """Clip each step's gradient norm (critics, actor, temperature) to this; None: no clipping."""
     tau: float = field(0.005, min=0, max=1)
     """Soft target update rate."""
     initial_alpha: float = field(1.0, min=0, exclusive_min=True)
@@ -85,4 +87,5 @@ class SAC(ReplayAlgorithm):
             target_entropy=c.target_entropy,
             tau=c.tau,
             seed=c.seed,
+            max_grad_norm=c.max_grad_norm,
         )

@@ -37,6 +37,8 @@ class TD3Config(ReplayConfig):
     """Hidden layer sizes of the actor and the critics."""
     lr: float = field(1e-3, min=0, exclusive_min=True)
     """Learning rate of the actor and the critics."""
+    max_grad_norm: float | None = field(None, min=0, exclusive_min=True)
+    """Clip each step's gradient norm (critics, actor) to this; None: no clipping."""
     tau: float = field(0.005, min=0, max=1)
     """Soft target update rate."""
     twin_q: bool = True
@@ -109,6 +111,7 @@ class TD3(ReplayAlgorithm):
             target_noise=c.target_noise,
             target_noise_clip=c.target_noise_clip,
             seed=c.seed,
+            max_grad_norm=c.max_grad_norm,
         )
 
 

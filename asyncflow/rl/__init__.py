@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from .multi_agent import MultiAgentCartPole, MultiAgentEnv, PettingZooEnv, make_multi_agent_env
     from .multi_agent_worker import MultiAgentRolloutWorker, PolicySpec
     from .policy import FlatWeights, Learner, PolicyFactory, ReplayUpdate, TargetLearner, WorkerPolicy
-    from .postprocessing import compute_gae, compute_nstep, discount_cumsum
+    from .postprocessing import compute_gae, compute_nstep
     from .q_learning import DQNLearner, EpsilonGreedyPolicy
     from .random_policy import RandomPolicy
     from .replay_actor import ReplayActor
@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from .sample_batch import MultiAgentBatch, SampleBatch, concat_samples
     from .trajectory import EpisodeBook, Postprocessing, Segment
     from .vtrace import vtrace
+    from .worker_set import WorkerSet
 
 _MODULES = {
     "ActorCritic": "actor_critic",
@@ -73,7 +74,6 @@ _MODULES = {
     "compute_gae": "postprocessing",
     "compute_nstep": "postprocessing",
     "concat_samples": "sample_batch",
-    "discount_cumsum": "postprocessing",
     "is_async_env": "async_env",
     "make_async_env": "env",
     "make_env": "env",
@@ -82,6 +82,7 @@ _MODULES = {
     "probe_spaces": "env",
     "resolve_device": "device",
     "vtrace": "vtrace",
+    "WorkerSet": "worker_set",
 }
 
 
@@ -135,10 +136,10 @@ __all__ = [
     "TD3Learner",
     "TargetLearner",
     "WorkerPolicy",
+    "WorkerSet",
     "compute_gae",
     "compute_nstep",
     "concat_samples",
-    "discount_cumsum",
     "is_async_env",
     "make_async_env",
     "make_env",

@@ -26,6 +26,7 @@ from torch import nn
 from .action_mask import has_action_mask, masked
 from .device import resolve_device, to_numpy, to_tensors
 from .models import ActionDistribution, ActionHead, ModelSpec, build_model
+from .nets import seeded
 from .optim import Adam, UpdateGuard
 from .policy import FlatWeights, flat_weights, load_flat_weights
 from .precision import autocast, resolve_precision, to_float32
@@ -93,13 +94,13 @@ class ActorCriticPolicy:
         max_nonfinite_updates: int = 10,
         precision: str = "float32",
     ) -> None:
-        torch.manual_seed(seed)
         self.device = resolve_device(device) if isinstance(device, str) else device
         self.autocast_dtype = resolve_precision(precision, self.device)
         """The losses' forward passes run in this dtype under autocast (None: float32); ``precision.py``."""
         self.action_space = action_space
         self.masked = has_action_mask(observation_space, action_space)
-        self.model = self.build_network(model, observation_space, action_space, hidden).to(self.device)
+        with seeded(seed):
+            self.model = self.build_network(model, observation_space, action_space, hidden).to(self.device)
         self.ac = self.actor_critic(self.model)
         self._params = list(self.model.parameters())
         self.guard = UpdateGuard(max_nonfinite_updates, type(self).__name__)
@@ -170,9 +171,10 @@ class ActorCriticPolicy:
             return 0.0
         return float(nn.utils.clip_grad_norm_(self.model.parameters(), self.max_grad_norm))
 
-    def _step(self, loss: torch.Tensor | None) -> float | None:
-        """Clip, check and apply the gradients; None if they were not finite (then skipped)."""
-        norm = self.guard.step(self.optimizer, loss, self._params, self.max_grad_norm)
+    def _step(self, loss: torch.Tensor | None, clip: bool = True) -> float | None:
+        """Clip (unless told not to), check and apply the gradients; None if they were not finite
+        (then skipped)."""
+        norm = self.guard.step(self.optimizer, loss, self._params, self.max_grad_norm if clip else None)
         if norm is not None:
             self.version += 1
         return norm
@@ -235,10 +237,11 @@ class ActorCriticPolicy:
         return grads, stats
 
     def apply_gradients(self, grads: Sequence[np.ndarray]) -> None:
-        """One optimizer step with the given gradients."""
+        """One optimizer step with the given gradients, as they are: ``compute_gradients``
+        clipped them where they were computed (A3C's workers, A2C's microbatches)."""
         for p, g in zip(self._params, grads, strict=True):
             p.grad = torch.as_tensor(g).to(p.device)
-        self._step(None)  # checked; clipping again is a no-op for gradients the workers clipped
+        self._step(None, clip=False)  # checked, not clipped again: compute_gradients clipped them
 
     # -- weights ---------------------------------------------------------
 

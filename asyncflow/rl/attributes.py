@@ -32,11 +32,11 @@ def pickled_attributes(obj: Any, what: str) -> Pickled | None:
 def restore_exactly(obj: Any, state: Any) -> bool:
     """Put back every attribute of a worker from its checkpoint state, where that holds them
     (``exact``, loaded because the checkpoint was trusted; bytes: checkpoint formats 1 and 2),
-    after closing what it has (``obj.close()``); False where it does not."""
+    after closing its envs (``obj.close_envs()``); False where it does not."""
     exact = state if isinstance(state, bytes) else state.get("exact")
     if not isinstance(exact, bytes | Pickled):
         return False
-    obj.close()
+    obj.close_envs()
     unpickle_attributes(obj, exact if isinstance(exact, bytes) else exact.blob)
     return True
 

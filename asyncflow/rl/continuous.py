@@ -34,7 +34,7 @@ from torch import nn
 from ..errors import ConfigError
 from .device import resolve_device, to_numpy, to_tensors
 from .models import ModelSpec, build_model
-from .nets import polyak_update
+from .nets import polyak_update, seeded
 from .optim import Adam, UpdateGuard
 from .policy import FlatWeights, ReplayUpdate, flat_weights, load_flat_weights
 from .replay_buffer import WEIGHTS
@@ -60,13 +60,15 @@ def _box(action_space: gym.Space[Any]) -> gym.spaces.Box:
     return action_space
 
 
-def squashed_gaussian(params: torch.Tensor, deterministic: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+def squashed_gaussian(
+    params: torch.Tensor, deterministic: bool = False, generator: torch.Generator | None = None
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Actions in [-1, 1] from ``(B, 2d)`` means and log-stds (reparameterized, so gradients
-    flow) and their log-probabilities."""
+    flow) and their log-probabilities; the noise is drawn from ``generator``."""
     mean, log_std = params.chunk(2, dim=-1)
     log_std = log_std.clamp(LOG_STD_MIN, LOG_STD_MAX)
     std = log_std.exp()
-    u = mean if deterministic else mean + std * torch.randn_like(mean)
+    u = mean if deterministic else mean + std * torch.randn(mean.shape, generator=generator, device=mean.device)
     gaussian_logp = (-0.5 * ((u - mean) / std) ** 2 - log_std - 0.5 * math.log(2 * math.pi)).sum(-1)
     # log |d tanh(u)/du| = log(1 - tanh(u)^2) = 2 (log 2 - u - softplus(-2u)), stable for large |u|.
     correction = (2 * (math.log(2) - u - nn.functional.softplus(-2 * u))).sum(-1)
@@ -113,9 +115,10 @@ class _BoxPolicy:
         self.random_steps = random_steps
         self.steps = 0
         self.rng = np.random.default_rng(seed)
+        self.generator = torch.Generator(device=self.device).manual_seed(seed)
         self.version = 0
-        torch.manual_seed(seed)
-        self.model = _build(model, observation_space, action_space, hidden, self.gaussian, num_q).to(self.device)
+        with seeded(seed):
+            self.model = _build(model, observation_space, action_space, hidden, self.gaussian, num_q).to(self.device)
 
     @property
     def actor(self) -> nn.Module:
@@ -162,7 +165,7 @@ class SquashedGaussianPolicy(_BoxPolicy):
     gaussian = True
 
     def _act(self, obs: Tree) -> torch.Tensor:
-        return squashed_gaussian(self.actor(obs))[0]
+        return squashed_gaussian(self.actor(obs), generator=self.generator)[0]
 
     @torch.no_grad()
     def greedy_actions(self, obs: Tree) -> np.ndarray:
@@ -178,7 +181,6 @@ class DeterministicPolicy(_BoxPolicy):
     def __init__(self, *args: Any, exploration_noise: float = 0.1, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.noise = exploration_noise
-        self.generator = torch.Generator(device=self.device).manual_seed(kwargs.get("seed", 0))
 
     def _act(self, obs: Tree) -> torch.Tensor:
         a = torch.tanh(self.actor(obs))
@@ -204,11 +206,14 @@ def _set_requires_grad(params: list[nn.Parameter], flag: bool) -> None:
         p.requires_grad_(flag)
 
 
-def _guarded_step(guard: UpdateGuard, optimizer: Adam, loss: torch.Tensor, params: list[nn.Parameter]) -> bool:
-    """Backward, then step unless the loss or gradient is not finite; whether it stepped."""
+def _guarded_step(
+    guard: UpdateGuard, optimizer: Adam, loss: torch.Tensor, params: list[nn.Parameter], max_norm: float | None
+) -> bool:
+    """Backward, clip the gradients to ``max_norm`` (None: no clipping), then step unless the
+    loss or gradient is not finite; whether it stepped."""
     optimizer.zero_grad()
     loss.backward()  # type: ignore[no-untyped-call]
-    return guard.step(optimizer, loss, params) is not None
+    return guard.step(optimizer, loss, params, max_norm) is not None
 
 
 class _ContinuousLearner:
@@ -230,13 +235,15 @@ class _ContinuousLearner:
         seed: int,
         device: str | torch.device,
         max_nonfinite_updates: int,
+        max_grad_norm: float | None,
     ) -> None:
         box = _box(action_space)
-        torch.manual_seed(seed)
         self.device = resolve_device(device) if isinstance(device, str) else device
         self.act_dim = int(np.prod(box.shape))
         self.num_q = num_q
-        self.model = _build(model, observation_space, action_space, hidden, gaussian, num_q).to(self.device)
+        with seeded(seed):
+            self.model = _build(model, observation_space, action_space, hidden, gaussian, num_q).to(self.device)
+        self.generator = torch.Generator(device=self.device).manual_seed(seed)
         self.target = copy.deepcopy(self.critic).requires_grad_(False)
         self.actor_opt = Adam(self.actor.parameters(), lr=actor_lr)
         self.critic_opt = Adam(self.critic.parameters(), lr=critic_lr)
@@ -245,6 +252,8 @@ class _ContinuousLearner:
         self._critic_params = list(self.critic.parameters())
         self._actor_params = list(self.actor.parameters())
         self.guard = UpdateGuard(max_nonfinite_updates, type(self).__name__)
+        self.max_grad_norm = max_grad_norm
+        """Each of the critic, actor and temperature steps clips its gradient norm to this (None: no clipping)."""
 
     def _critic_step(
         self, obs: Any, actions: torch.Tensor, targets: torch.Tensor, w: torch.Tensor
@@ -253,7 +262,7 @@ class _ContinuousLearner:
         q: torch.Tensor = self.critic(obs, actions)
         loss = sum((w * (q[:, i] - targets) ** 2).mean() for i in range(self.num_q))
         self._critic_loss = float(loss.detach())  # type: ignore[union-attr]
-        if not _guarded_step(self.guard, self.critic_opt, loss, self._critic_params):  # type: ignore[arg-type]
+        if not _guarded_step(self.guard, self.critic_opt, loss, self._critic_params, self.max_grad_norm):  # type: ignore[arg-type]
             return None
         return q[:, 0].detach()
 
@@ -264,7 +273,8 @@ class _ContinuousLearner:
         _set_requires_grad(self._critic_params, False)
         try:
             loss = actor_loss()
-            return loss if _guarded_step(self.guard, self.actor_opt, loss, self._actor_params) else None
+            stepped = _guarded_step(self.guard, self.actor_opt, loss, self._actor_params, self.max_grad_norm)
+            return loss if stepped else None
         finally:
             _set_requires_grad(self._critic_params, True)
 
@@ -302,10 +312,11 @@ class SACLearner(_ContinuousLearner):
         seed: int = 0,
         device: str | torch.device = "cpu",
         max_nonfinite_updates: int = 10,
+        max_grad_norm: float | None = None,
     ) -> None:
         super().__init__(observation_space, action_space, model=model, hidden=hidden, gaussian=True, num_q=2,
                          actor_lr=actor_lr, critic_lr=critic_lr, tau=tau, seed=seed, device=device,
-                         max_nonfinite_updates=max_nonfinite_updates)  # fmt: skip
+                         max_nonfinite_updates=max_nonfinite_updates, max_grad_norm=max_grad_norm)  # fmt: skip
         self.log_alpha = torch.tensor(math.log(initial_alpha), device=self.device, requires_grad=True)
         self._actor_loss = self._entropy = 0.0
         self.target_entropy = -float(self.act_dim) if target_entropy is None else target_entropy
@@ -316,7 +327,7 @@ class SACLearner(_ContinuousLearner):
         obs, actions, rewards, next_obs, discounts, w = _tensors(batch, self.device)
         alpha = self.log_alpha.detach().exp()
         with torch.no_grad():
-            next_actions, next_logp = squashed_gaussian(self.actor(next_obs))
+            next_actions, next_logp = squashed_gaussian(self.actor(next_obs), generator=self.generator)
             t = self.target(next_obs, next_actions)
             targets = rewards + discounts * (torch.min(t[:, 0], t[:, 1]) - alpha * next_logp)
         q1 = self._critic_step(obs, actions, targets, w)
@@ -326,7 +337,7 @@ class SACLearner(_ContinuousLearner):
 
         def actor_loss() -> torch.Tensor:
             nonlocal logp
-            new_actions, logp = squashed_gaussian(self.actor(obs))
+            new_actions, logp = squashed_gaussian(self.actor(obs), generator=self.generator)
             q_pi: torch.Tensor = self.critic(obs, new_actions)
             return (alpha * logp - torch.min(q_pi[:, 0], q_pi[:, 1])).mean()
 
@@ -334,7 +345,7 @@ class SACLearner(_ContinuousLearner):
         if loss is not None:
             self._actor_loss, self._entropy = float(loss.detach()), float(-logp.detach().mean())
             alpha_loss = -(self.log_alpha * (logp.detach() + self.target_entropy)).mean()
-            _guarded_step(self.guard, self.alpha_opt, alpha_loss, [self.log_alpha])  # type: ignore[list-item]
+            _guarded_step(self.guard, self.alpha_opt, alpha_loss, [self.log_alpha], self.max_grad_norm)  # type: ignore[list-item]
         polyak_update(self.target, self.critic, self.tau)
         self.version += 1
         stats = {
@@ -370,14 +381,15 @@ class TD3Learner(_ContinuousLearner):
         seed: int = 0,
         device: str | torch.device = "cpu",
         max_nonfinite_updates: int = 10,
+        max_grad_norm: float | None = None,
     ) -> None:
         super().__init__(observation_space, action_space, model=model, hidden=hidden, gaussian=False,
                          num_q=2 if twin_q else 1, actor_lr=actor_lr, critic_lr=critic_lr, tau=tau, seed=seed,
-                         device=device, max_nonfinite_updates=max_nonfinite_updates)  # fmt: skip
+                         device=device, max_nonfinite_updates=max_nonfinite_updates,
+                         max_grad_norm=max_grad_norm)  # fmt: skip
         self.target_actor = copy.deepcopy(self.actor).requires_grad_(False)
         self.policy_delay = policy_delay
         self.target_noise, self.target_noise_clip = target_noise, target_noise_clip
-        self.generator = torch.Generator(device=self.device).manual_seed(seed)
         self.steps = 0
         self._actor_loss = 0.0
 

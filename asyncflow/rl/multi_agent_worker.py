@@ -238,6 +238,10 @@ class MultiAgentRolloutWorker:
         self._agent_return.clear()
         self.obs = self._reset(seed=new_episode_seed(self.worker_index, self.episodes.issued))
 
-    def close(self) -> None:
+    def close_envs(self) -> None:
         """Close the environment."""
         self.env.close()
+
+    async def aclose(self) -> None:
+        """Close the environment (the actor layer awaits this when the worker stops)."""
+        self.close_envs()

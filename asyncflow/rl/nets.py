@@ -18,7 +18,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-__all__ = ["MLP", "mlp", "one_torch_thread", "orthogonal_", "polyak_update"]
+__all__ = ["MLP", "mlp", "one_torch_thread", "orthogonal_", "polyak_update", "seeded"]
 
 _OPS: dict[type[nn.Module], Callable[[torch.Tensor], torch.Tensor]] = {nn.Tanh: torch.tanh, nn.ReLU: torch.relu}
 
@@ -56,6 +56,17 @@ def one_torch_thread() -> Iterator[None]:
         yield
     finally:
         torch.set_num_threads(threads)
+
+
+@contextlib.contextmanager
+def seeded(seed: int) -> Iterator[None]:
+    """Torch's global generator seeded with ``seed`` inside the block, and put back as it was
+    after it: a network built here gets the same weights for the same seed, and the process's
+    own randomness (an application that embeds asyncflow) is left as it was. Only the CPU
+    generator: networks are built on the CPU, then moved."""
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        yield
 
 
 def orthogonal_(weight: torch.Tensor, gain: float) -> None:

@@ -7,7 +7,7 @@ import numpy as np
 from ..errors import ConfigError
 from .tree import Tree, tree_map
 
-__all__ = ["compute_gae", "compute_nstep", "discount_cumsum"]
+__all__ = ["compute_gae", "compute_nstep"]
 
 
 def compute_gae(
@@ -36,16 +36,6 @@ def compute_gae(
         advantages[t] = last
         next_values = values[t]
     return advantages, (advantages + values).astype(np.float32)
-
-
-def discount_cumsum(x: np.ndarray, gamma: float) -> np.ndarray:
-    """``y[t] = sum_k gamma**k * x[t+k]`` along the first axis."""
-    out = np.zeros_like(x, dtype=np.float32)
-    running = np.zeros(x.shape[1:], dtype=np.float32)
-    for t in reversed(range(len(x))):
-        running = x[t] + gamma * running
-        out[t] = running
-    return out
 
 
 def compute_nstep(

@@ -18,7 +18,7 @@ from ..errors import ConfigError
 from .action_mask import MASK_KEY, has_action_mask, masked, random_valid_actions
 from .device import resolve_device, to_numpy, to_tensors
 from .models import ModelSpec, build_model
-from .nets import polyak_update
+from .nets import polyak_update, seeded
 from .optim import Adam, UpdateGuard
 from .policy import FlatWeights, ReplayUpdate, flat_weights, load_flat_weights
 from .precision import autocast, resolve_precision, to_float32
@@ -63,9 +63,9 @@ class EpsilonGreedyPolicy:
         device: str | torch.device = "cpu",
     ) -> None:
         n, self.start = _check_discrete(action_space)
-        torch.manual_seed(seed)
         self.device = resolve_device(device) if isinstance(device, str) else device
-        net = build_model(model, observation_space, action_space, "q", hidden=hidden, dueling=dueling)
+        with seeded(seed):
+            net = build_model(model, observation_space, action_space, "q", hidden=hidden, dueling=dueling)
         self.model = net.to(self.device)
         self.masked = has_action_mask(observation_space, action_space)
         self.num_actions = n
@@ -147,11 +147,11 @@ class DQNLearner:
         precision: str = "float32",
     ) -> None:
         _check_discrete(action_space)
-        torch.manual_seed(seed)
         self.device = resolve_device(device) if isinstance(device, str) else device
         self.autocast_dtype = resolve_precision(precision, self.device)
         """Forward passes in this dtype under autocast (None: float32); ``precision.py``."""
-        net = build_model(model, observation_space, action_space, "q", hidden=hidden, dueling=dueling)
+        with seeded(seed):
+            net = build_model(model, observation_space, action_space, "q", hidden=hidden, dueling=dueling)
         self.model = net.to(self.device)
         self.target = copy.deepcopy(self.model).requires_grad_(False)
         self.masked = has_action_mask(observation_space, action_space)

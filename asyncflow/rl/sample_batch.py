@@ -74,10 +74,6 @@ class SampleBatch(dict[str, Tree]):
             return tree_len(column)
         return 0
 
-    @property
-    def count(self) -> int:
-        return len(self)
-
     def __reduce__(self) -> Any:
         faults = (self.env_step_timeouts, self.env_errors)
         return _rebuild, (dict(self), self.episode_returns, self.episode_lengths, *faults, self.training_returns)
@@ -89,10 +85,6 @@ class SampleBatch(dict[str, Tree]):
     def take(self, index: np.ndarray) -> SampleBatch:
         """The rows at ``index``, in that order."""
         return SampleBatch({k: tree_map(lambda x: x[index], v) for k, v in self.items()})
-
-    def shuffle(self, rng: np.random.Generator) -> SampleBatch:
-        """The rows in a random order."""
-        return self.take(rng.permutation(len(self)))
 
     def minibatches(self, size: int, rng: np.random.Generator | None = None) -> Iterator[SampleBatch]:
         """Shuffled (when ``rng`` is given) minibatches; the last may be smaller."""

@@ -188,8 +188,11 @@ class Postprocessing:
             final = values(tree_stack([obs for _, _, obs in seg.truncations]))
             for (t, lane, _), v in zip(seg.truncations, final, strict=True):
                 rewards[t, lane] += self.gamma * v
-        last = values(seg.last_obs) if self.use_critic else np.zeros(lanes, np.float32)
-        advantages, targets = compute_gae(rewards, seg.values, seg.dones, last, self.gamma, self.lam)
+        if self.use_critic:
+            last, baseline = values(seg.last_obs), seg.values
+        else:  # plain discounted returns: the policy's value head (untrained) is no baseline
+            last, baseline = np.zeros(lanes, np.float32), np.zeros_like(seg.values)
+        advantages, targets = compute_gae(rewards, baseline, seg.dones, last, self.gamma, self.lam)
         return lane_major(
             {
                 OBS: seg.obs,

@@ -61,4 +61,4 @@ def test_a_sample_allocates_its_observations_once() -> None:
         assert (stamps[:, :, 1] == np.arange(steps, 2 * steps)).all()
         assert (column[:, 1:] == 7).all()
     finally:
-        worker.close()
+        worker.close_envs()

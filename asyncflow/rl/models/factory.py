@@ -46,7 +46,25 @@ def build_model(
     num_q: int = 2,
 ) -> nn.Module:
     """The model ``spec`` describes. The keyword arguments shape the built-in models only;
-    a user's class or factory is called as ``spec(observation_space, action_space)``."""
+    a user's class or factory is called as ``spec(observation_space, action_space)``.
+
+    Torch's global generator is put back as it was after the model's initialization: a
+    model built in the driver (to check a config) leaves the process's randomness alone.
+    Seed it around the call for given weights (``nets.seeded``)."""
+    with torch.random.fork_rng(devices=[]):
+        return _build(spec, observation_space, action_space, family, hidden, dueling, gaussian, num_q)
+
+
+def _build(
+    spec: ModelSpec,
+    observation_space: gym.Space[Any],
+    action_space: gym.Space[Any],
+    family: Family,
+    hidden: Sequence[int],
+    dueling: bool,
+    gaussian: bool,
+    num_q: int,
+) -> nn.Module:
     if spec is None or isinstance(spec, ModelConfig):
         config = spec or ModelConfig()
         if family == "actor_critic":
