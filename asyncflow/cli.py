@@ -211,10 +211,10 @@ def _train(args: argparse.Namespace) -> int:
 
         def target() -> Path:  # made once the algorithm has started: a run that cannot start leaves none
             made.append(make_run_dir(args.logdir, name, env))
-            print(f"asyncflow: training {name} on {env} with {config.num_workers} workers; logs in {made[0]}")
+            print(f"asyncflow: training {name} on {env} with {config.rollouts.num_workers} workers; logs in {made[0]}")
             return made[0]
 
-    if args.stop_on_evaluation and algo.config.evaluation_interval is None:
+    if args.stop_on_evaluation and algo.config.evaluation.interval is None:
         raise ConfigError("--stop-on-evaluation needs evaluation_interval (--set evaluation_interval=N)")
     _interrupts.release()  # from here, asyncio's handler: Ctrl-C cancels the run
     progress = Progress(stop)

@@ -2,11 +2,11 @@
 operator library, beside RLlib's.
 
 Counting rule (the same for both sides): non-blank lines that hold code,
-without comment-only lines and without docstrings. A plan is its
-``execution_plan`` method plus the methods of its own class that it calls
-through ``self`` (the two-trainer plan splits into per-policy helpers).
-RLlib's plans are static methods that call no such method: each is its
-``execution_plan`` alone.
+without comment-only lines and without docstrings. A plan is its recipe's
+plan function plus the functions of ``asyncflow.algorithms`` that it calls
+(DQN's calls the replay plan it shares with SAC and TD3; the two-trainer's
+splits into per-policy helpers). RLlib's plans are static methods that call
+no such method: each is its ``execution_plan`` alone.
 
 RLlib's figures were counted with this rule from Ray 1.13.0, the last 1.x
 release, whose trainers still define ``execution_plan`` (the wheel on PyPI,
@@ -89,29 +89,23 @@ def code_lines(source: str, first: int = 1, last: int | None = None) -> int:
 
 
 def plan_lines(cls: type) -> int:
-    """Lines of ``cls.execution_plan`` and of the methods of its class that it calls on ``self``."""
-    plan = inspect.unwrap(cls.execution_plan)  # type: ignore[attr-defined]
-    source = Path(inspect.getsourcefile(plan) or "").read_text()
-    tree = ast.parse(source)
-    line = plan.__code__.co_firstlineno
-
-    def defines_plan(c: ast.ClassDef) -> bool:
-        return any(isinstance(f, ast.FunctionDef) and f.name == "execution_plan"
-                   and f.lineno <= line <= (f.end_lineno or 0) for f in c.body)  # fmt: skip
-
-    owner = next(c for c in ast.walk(tree) if isinstance(c, ast.ClassDef) and defines_plan(c))
-    methods = {f.name: f for f in owner.body if isinstance(f, ast.FunctionDef)}
-    todo, seen = ["execution_plan"], set()
+    """Lines of ``cls.recipe.plan`` and of the functions of ``asyncflow.algorithms`` it calls."""
+    todo, seen, total = [cls.recipe.plan], set(), 0  # type: ignore[attr-defined]
     while todo:
-        name = todo.pop()
-        if name in seen:
+        function = inspect.unwrap(todo.pop())
+        if function in seen:
             continue
-        seen.add(name)
-        for node in ast.walk(methods[name]):
-            if (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "self"
-                    and node.attr in methods):  # fmt: skip
-                todo.append(node.attr)
-    return sum(code_lines(source, methods[n].lineno, methods[n].end_lineno) for n in seen)
+        seen.add(function)
+        source = Path(inspect.getsourcefile(function) or "").read_text()
+        node = next(n for n in ast.walk(ast.parse(source)) if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)
+                    and n.lineno == function.__code__.co_firstlineno)  # fmt: skip
+        total += code_lines(source, node.lineno, node.end_lineno)
+        names = vars(sys.modules[function.__module__])
+        for name in (n.id for n in ast.walk(node) if isinstance(n, ast.Name) and n.id in names):
+            found = names[name]
+            if inspect.isfunction(found) and found.__module__.startswith("asyncflow.algorithms"):
+                todo.append(found)
+    return total
 
 
 def library_lines() -> int:

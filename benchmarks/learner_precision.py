@@ -50,7 +50,7 @@ def _frames(rng: np.random.Generator, n: int, space: Any) -> np.ndarray:
 def ppo_seconds(precision: str, repeats: int) -> list[float]:
     config = _config(PPOConfig, "ppo.yaml", precision)
     algo = PPO(config)  # probes the env for its spaces; starts no process
-    learner = algo.make_learner()
+    learner = algo.recipe.learner(algo.config, algo.spaces)
     rng = np.random.default_rng(0)
     n = config.train_batch_size
     batch = SampleBatch({
@@ -72,7 +72,7 @@ def ppo_seconds(precision: str, repeats: int) -> list[float]:
 def dqn_seconds(precision: str, repeats: int) -> list[float]:
     config = _config(DQNConfig, "dqn.yaml", precision)
     algo = DQN(config)
-    learner = algo.make_learner()
+    learner = algo.recipe.learner(algo.config, algo.spaces)
     rng = np.random.default_rng(0)
     n = config.train_batch_size
     batch = SampleBatch({

@@ -117,7 +117,7 @@ async def _fault(
     while True:
         await asyncio.sleep(every)
         targets = [("ppo worker", w) for w in ppo.workers.workers] + [("apex worker", w) for w in apex.workers.workers]
-        targets += [("apex replay shard", s) for s in apex.replay_actors]
+        targets += [("apex replay shard", s) for s in apex.resources.workers]
         frozen = {k["pid"] for k in kills if k["fault"] == "freeze" and "detected_s" not in k}
         kind, actor = rng.choice([t for t in targets if t[1].pid is not None and t[1].alive and t[1].pid not in frozen])
         fault = rng.choice(faults)
@@ -176,7 +176,7 @@ async def soak(
         for task in done:
             task.result()  # a plan that failed fails the soak
         restarts = {"ppo": ppo.workers.restarted, "apex": apex.workers.restarted,
-                    "apex_shards": sum(s.restarts for s in apex.replay_actors)}  # fmt: skip
+                    "apex_shards": sum(s.restarts for s in apex.resources.workers)}  # fmt: skip
         end_inside = sample(os.getpid())
     await asyncio.sleep(0.5)  # the resource tracker and fork server settle
     return {"before": before, "inside_end": end_inside, "after": sample(os.getpid()), "samples": samples,

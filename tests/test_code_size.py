@@ -42,15 +42,16 @@ def test_code_lines_skip_blanks_comments_and_docstrings() -> None:
     assert code_size.code_lines(SNIPPET, 5, 6) == 1
 
 
-def test_plan_lines_follow_helpers_called_through_self() -> None:
-    from asyncflow.algorithms import DQN, TwoTrainer
+def test_plan_lines_follow_the_algorithm_functions_a_plan_calls() -> None:
+    from asyncflow.algorithms import DQN, SAC, TwoTrainer
 
     code_size = _load()
-    assert code_size.plan_lines(DQN) == code_size.plan_lines(DQN.__mro__[1])  # inherited from the replay plan
-    two = code_size.plan_lines(TwoTrainer)
+    assert DQN.recipe.plan is SAC.recipe.plan  # one replay plan; DQN's target copy is a config hook
+    assert code_size.plan_lines(DQN) == code_size.plan_lines(SAC) > 0
+    plan = TwoTrainer.recipe.plan
     plan_only = code_size.code_lines(
-        Path(sys.modules[TwoTrainer.__module__].__file__ or "").read_text(),
-        TwoTrainer.execution_plan.__code__.co_firstlineno,
-        TwoTrainer.execution_plan.__code__.co_firstlineno + 7,
+        Path(sys.modules[plan.__module__].__file__ or "").read_text(),
+        plan.__code__.co_firstlineno,
+        plan.__code__.co_firstlineno + 9,
     )
-    assert two > plan_only  # the per-policy helpers are counted too
+    assert code_size.plan_lines(TwoTrainer) > plan_only  # the per-policy helpers are counted too

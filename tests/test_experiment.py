@@ -89,7 +89,7 @@ def test_config_file_errors_name_the_file_and_the_field(tmp_path: Path) -> None:
     wrong_type = tmp_path / "t.toml"
     wrong_type.write_text('lr = "fast"\n')
     out = _cli("train", "ppo", "--config", str(wrong_type), cwd=tmp_path)
-    assert out.returncode == 2 and f"{wrong_type}: lr: expected float" in out.stderr
+    assert out.returncode == 2 and f"{wrong_type}: learner.lr: expected float" in out.stderr
     broken = tmp_path / "b.json"
     broken.write_text("{nope")
     with pytest.raises(ConfigError, match="is not valid JSON"):
@@ -111,7 +111,7 @@ def test_cli_checkpoints_resumes_evaluates_and_plots(tmp_path: Path) -> None:
                "--stop-timesteps", "1024", "--checkpoint-every", "2", "--logdir", "runs", cwd=tmp_path)  # fmt: skip
     assert out.returncode == 0, out.stderr
     (run,) = (tmp_path / "runs").iterdir()
-    assert json.loads((run / "params.json").read_text())["lr"] == 0.002  # --set wins over the file
+    assert json.loads((run / "params.json").read_text())["learner"]["lr"] == 0.002  # --set wins over the file
     saved = sorted(p.name for p in (run / "checkpoints").iterdir())
     assert saved == ["checkpoint_000002.ckpt", "checkpoint_000004.ckpt"]
 

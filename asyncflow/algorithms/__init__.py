@@ -1,4 +1,5 @@
-"""Algorithms: one module each, with its config, its loss and its plan.
+"""Algorithms: one module each, with its config, its loss, its plan and its recipe (what the
+session, ``asyncflow/session.py``, needs to run it: ``_recipe.py``).
 
 Importing this package first starts the fork server in the background (see
 ``asyncflow.actors.start_fork_server_early``): its imports of torch and
@@ -13,8 +14,9 @@ from ..actors import start_fork_server_early
 
 start_fork_server_early()
 
-from ._base import Algorithm, ResumeWarning  # noqa: E402
+from ..session import Algorithm, ResumeWarning  # noqa: E402
 from ._config import AlgorithmConfig  # noqa: E402
+from ._recipe import Recipe  # noqa: E402
 
 if TYPE_CHECKING:
     from .a2c import A2C, A2CConfig
@@ -46,6 +48,11 @@ _NAMES = {  # the name on the command line: (module, algorithm class)
     "two_trainer": ("two_trainer", "TwoTrainer"),
 }
 _MODULES = {name: module for module, cls in _NAMES.values() for name in (cls, cls + "Config")}
+
+
+def recipes() -> list[Recipe[Any, Any, Any]]:
+    """Every algorithm's recipe, in the order of the command line's list."""
+    return [getattr(importlib.import_module(f".{module}", __name__), cls).recipe for module, cls in _NAMES.values()]
 
 
 def __getattr__(name: str) -> Any:
@@ -85,10 +92,12 @@ __all__ = [
     "DQNConfig",
     "PGConfig",
     "PPOConfig",
+    "Recipe",
     "ResumeWarning",
     "SACConfig",
     "TD3Config",
     "TwoTrainer",
     "TwoTrainerConfig",
     "DDPGConfig",
+    "recipes",
 ]

@@ -19,7 +19,7 @@ microbatch averaged (``flow/train.py``); weights back to the workers in ``train_
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 import torch
@@ -36,26 +36,21 @@ from ..flow import (
     train_one_step,
 )
 from ..rl.actor_critic import ActorCritic, ActorCriticPolicy
-from ..rl.worker_set import WorkerSet
-from ._base import Algorithm
-from ._config import AlgorithmConfig, algorithm_config, field
+from ..session import Algorithm
+from ._actor_critic import ActorCriticLearner, ActorCriticWorkers
+from ._config import OnPolicyConfig, algorithm_config, field
+from ._recipe import Capabilities, Plan, Recipe, Run, single_model
 
 __all__ = ["A2C", "A2CConfig", "a2c_loss"]
 
 
-@algorithm_config
-class A2CConfig(AlgorithmConfig):
-    lr: float = field(2e-3, min=0, exclusive_min=True)
-    """Adam learning rate."""
-    lam: float = field(1.0, min=0, max=1)
-    """GAE lambda (1.0: n-step returns minus the value baseline)."""
-    train_batch_size: int = field(1024, min=1)
-    """Environment steps per update."""
-    microbatch_size: int | None = field(None, min=1)
+@algorithm_config(defaults={"lr": 2e-3, "lam": 1.0, "train_batch_size": 1024})
+class A2CConfig(OnPolicyConfig):
+    microbatch_size: int | None = field(default=None, min=1)
     """If set, average the gradients of microbatches of this size into one update."""
-    vf_loss_coeff: float = field(0.5, min=0)
+    vf_loss_coeff: float = field(default=0.5, min=0)
     """Weight of the value loss."""
-    entropy_coeff: float = field(0.0, min=0)
+    entropy_coeff: float = field(default=0.0, min=0)
     """Weight of the entropy bonus."""
 
     def __post_init__(self) -> None:
@@ -80,19 +75,26 @@ def a2c_loss(ac: ActorCritic, batch: Mapping[str, Any], config: A2CConfig) -> tu
     }
 
 
-class A2C(Algorithm):
-    config_class = A2CConfig
-    supports_lstm = True
-    name = "a2c"
-    loss = staticmethod(a2c_loss)
+def a2c_plan(run: Run[A2CConfig, ActorCriticPolicy, None]) -> Plan:
+    """One update per batch; or the mean of microbatches' gradients (``microbatch_size``)."""
+    config, workers, learner = run.config, run.workers, run.learner
+    rollouts = parallel_rollouts(workers, mode="bulk_sync")
+    if config.microbatch_size is None:
+        batches = concat_batches(rollouts, min_batch_size=config.train_batch_size)
+        return report_metrics(train_one_step(batches, learner, workers))
+    micro = concat_batches(rollouts, min_batch_size=config.microbatch_size)
+    grads = batch(compute_gradients(micro, learner), config.train_batch_size // config.microbatch_size)
+    return report_metrics(apply_gradients(average_gradients(grads), learner, workers))
 
-    def execution_plan(
-        self, workers: WorkerSet, learner: ActorCriticPolicy, config: Any
-    ) -> AsyncIterator[dict[str, Any]]:
-        rollouts = parallel_rollouts(workers, mode="bulk_sync")
-        if config.microbatch_size is None:
-            batches = concat_batches(rollouts, min_batch_size=config.train_batch_size)
-            return report_metrics(train_one_step(batches, learner, workers))
-        micro = concat_batches(rollouts, min_batch_size=config.microbatch_size)
-        grads = batch(compute_gradients(micro, learner), config.train_batch_size // config.microbatch_size)
-        return report_metrics(apply_gradients(average_gradients(grads), learner, workers))
+
+RECIPE: Recipe[A2CConfig, ActorCriticPolicy, None] = Recipe(
+    name="a2c", config=A2CConfig, family="actor_critic", plan=a2c_plan, models=single_model("actor_critic"),
+    workers=ActorCriticWorkers(a2c_loss), learner=ActorCriticLearner(a2c_loss, ActorCriticPolicy),
+    capabilities=Capabilities(recurrent=True, numpy_inference=True, learner_precision=True),
+)  # fmt: skip
+
+
+class A2C(Algorithm):
+    """A2C (the module docstring says where each part lives)."""
+
+    recipe = RECIPE

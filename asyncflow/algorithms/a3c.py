@@ -15,37 +15,46 @@ Where each part lives: each worker samples, computes GAE and takes the gradient 
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from typing import Any
-
+from ..errors import ConfigError
 from ..flow import apply_gradients, async_gradients, report_metrics
 from ..rl.actor_critic import ActorCriticPolicy
-from ..rl.worker_set import WorkerSet
-from ._base import Algorithm
-from ._config import algorithm_config, field
+from ..session import Algorithm
+from ._actor_critic import ActorCriticLearner, ActorCriticWorkers
+from ._config import algorithm_config
+from ._recipe import Capabilities, Plan, Recipe, Run, single_model
 from .a2c import A2CConfig, a2c_loss
 
 __all__ = ["A3C", "A3CConfig"]
 
 
-@algorithm_config
+@algorithm_config(defaults={"lr": 1e-3, "rollout_fragment_length": 32})
 class A3CConfig(A2CConfig):
-    lr: float = field(1e-3, min=0, exclusive_min=True)
-    """Adam learning rate (of the learner that applies the gradients)."""
-    rollout_fragment_length: int = field(32, min=1)
-    """Steps per sub-environment before a worker computes gradients."""
+    """A2C's fields; ``lr`` is the rate of the learner that applies the workers' gradients, and
+    each worker computes gradients on its own sample of ``rollouts.num_envs_per_worker`` x
+    ``rollouts.fragment_length`` steps: there is no training batch to size."""
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        for name in ("train_batch_size", "microbatch_size"):  # A2C's, which A3C would ignore
+            if getattr(self, name) != getattr(A2CConfig(), name):
+                raise ConfigError(f"{name}: A3C's workers compute gradients on their own samples "
+                                  "(num_envs_per_worker x rollout_fragment_length): no training batch")  # fmt: skip
+
+
+def a3c_plan(run: Run[A3CConfig, ActorCriticPolicy, None]) -> Plan:
+    """Each worker's gradients applied as they arrive, the weights back to that worker only."""
+    grads = async_gradients(run.workers)
+    return report_metrics(apply_gradients(grads, run.learner, run.workers, update_all=False))
+
+
+RECIPE: Recipe[A3CConfig, ActorCriticPolicy, None] = Recipe(
+    name="a3c", config=A3CConfig, family="actor_critic", plan=a3c_plan, models=single_model("actor_critic"),
+    workers=ActorCriticWorkers(a2c_loss), learner=ActorCriticLearner(a2c_loss, ActorCriticPolicy),
+    capabilities=Capabilities(recurrent=True, numpy_inference_reason="workers, which compute gradients"),
+)  # fmt: skip
 
 
 class A3C(Algorithm):
-    config_class = A3CConfig
-    supports_learner_precision = False
-    supports_lstm = True
-    workers_learn = True
-    name = "a3c"
-    loss = staticmethod(a2c_loss)
+    """A3C (the module docstring says where each part lives)."""
 
-    def execution_plan(
-        self, workers: WorkerSet, learner: ActorCriticPolicy, config: Any
-    ) -> AsyncIterator[dict[str, Any]]:
-        grads = async_gradients(workers)
-        return report_metrics(apply_gradients(grads, learner, workers, update_all=False))
+    recipe = RECIPE

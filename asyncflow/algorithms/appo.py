@@ -20,7 +20,7 @@ the surrogate against the target policy is ``appo_loss`` below; the target copy 
 from __future__ import annotations
 
 import copy
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 import torch
@@ -30,9 +30,11 @@ from ..flow.learner import sync_weights, train_async, update_target_network
 from ..rl.actor_critic import ActorCritic
 from ..rl.device import to_numpy
 from ..rl.sample_batch import ACTIONS, OBS, SampleBatch
-from ..rl.worker_set import WorkerSet
+from ..session import Algorithm
+from ._actor_critic import ActorCriticLearner, ActorCriticWorkers
 from ._config import algorithm_config, field
-from .impala import IMPALA, IMPALAConfig, SequencePolicy, vtrace_targets
+from ._recipe import Plan, Recipe, Run, single_model
+from .impala import VTRACE_CAPABILITIES, IMPALAConfig, SequencePolicy, vtrace_targets
 
 __all__ = ["APPO", "APPOConfig", "appo_loss"]
 
@@ -41,15 +43,13 @@ TARGET_LOGP = "target_logp"
 
 @algorithm_config
 class APPOConfig(IMPALAConfig):
-    lr: float = field(1e-3, min=0, exclusive_min=True)
-    """Adam learning rate."""
-    clip_param: float = field(0.3, min=0, exclusive_min=True)
+    clip_param: float = field(default=0.3, min=0, exclusive_min=True)
     """Surrogate clip range."""
-    num_epochs: int = field(2, min=1)
+    num_epochs: int = field(default=2, min=1)
     """Passes over each batch (in row order)."""
-    target_update_frequency: int = field(2_048, min=1)
+    target_update_frequency: int = field(default=2_048, min=1)
     """Rows trained between refreshes of the target policy."""
-    kl_coeff: float = field(0.0, min=0)
+    kl_coeff: float = field(default=0.0, min=0)
     """Weight of the KL(target || current) penalty."""
 
 
@@ -98,16 +98,23 @@ class TargetSequencePolicy(SequencePolicy):
         self.target_model.load_state_dict(self.model.state_dict())
 
 
-class APPO(IMPALA):
-    config_class = APPOConfig
-    name = "appo"
-    config: APPOConfig
-    loss = staticmethod(appo_loss)  # type: ignore[assignment]
-    policy_class = TargetSequencePolicy
+def appo_plan(run: Run[APPOConfig, TargetSequencePolicy, None]) -> Plan:
+    """IMPALA's plan, with the target policy refreshed every ``target_update_frequency`` rows."""
+    rollouts = parallel_rollouts(run.workers, mode="async", num_async=run.config.num_async)
+    trained = train_async(rollouts, run.learner, queue_size=run.config.learner_queue_size)
+    trained = sync_weights(trained, run.learner, run.workers, to_source=True)
+    trained = update_target_network(trained, run.learner, run.config.target_update_frequency)
+    return report_metrics(once_per_steps(trained, run.config.timesteps_per_iteration))
 
-    def execution_plan(self, workers: WorkerSet, learner: Any, config: Any) -> AsyncIterator[dict[str, Any]]:
-        rollouts = parallel_rollouts(workers, mode="async", num_async=config.num_async)
-        trained = train_async(rollouts, learner, queue_size=config.learner_queue_size)
-        trained = sync_weights(trained, learner, workers, to_source=True)
-        trained = update_target_network(trained, learner, config.target_update_frequency)
-        return report_metrics(once_per_steps(trained, config.timesteps_per_iteration))
+
+RECIPE: Recipe[APPOConfig, TargetSequencePolicy, None] = Recipe(
+    name="appo", config=APPOConfig, family="actor_critic", plan=appo_plan, models=single_model("actor_critic"),
+    workers=ActorCriticWorkers(appo_loss, postprocess="transitions"),
+    learner=ActorCriticLearner(appo_loss, TargetSequencePolicy), capabilities=VTRACE_CAPABILITIES,
+)  # fmt: skip
+
+
+class APPO(Algorithm):
+    """APPO (the module docstring says where each part lives)."""
+
+    recipe = RECIPE

@@ -22,92 +22,72 @@ Huber loss with importance weights and the target network (``DQNLearner``,
 from __future__ import annotations
 
 import functools
-from typing import Any
 
-from ..rl.policy import PolicyFactory
 from ..rl.q_learning import DQNLearner, EpsilonGreedyPolicy
+from ..rl.replay_buffer import ReplayBuffer
+from ..session import Algorithm
 from ._config import algorithm_config, check_epsilon, field
-from ._off_policy import ReplayAlgorithm, ReplayConfig
+from ._off_policy import REPLAY_BUFFER, ReplayConfig, replay_plan
+from ._recipe import Capabilities, Recipe, Spaces, Workers, single_model
 
-__all__ = ["DQN", "DQNConfig"]
+__all__ = ["DQN", "DQN_CAPABILITIES", "DQN_MODELS", "DQNConfig", "dqn_learner"]
 
 
-@algorithm_config
+@algorithm_config(defaults={"lr": 1e-3, "num_envs_per_worker": 4, "rollout_fragment_length": 4, "max_grad_norm": 10.0,
+                            "n_step": 3, "buffer_size": 50_000, "prioritized_replay": True, "train_batch_size": 64,
+                            "training_intensity": 16.0})  # fmt: skip
 class DQNConfig(ReplayConfig):
-    lr: float = field(1e-3, min=0, exclusive_min=True)
-    """Adam learning rate."""
-    num_envs_per_worker: int = field(4, min=1)
-    """Sub-environments stepped by each worker."""
-    rollout_fragment_length: int = field(4, min=1)
-    """Steps per sub-environment in one ``sample()`` call."""
-    hidden: tuple[int, ...] = (128, 128)
-    """Hidden layer sizes of the Q network."""
-    max_grad_norm: float | None = field(10.0, min=0, exclusive_min=True)
-    """Clip the global gradient norm to this (None: no clipping)."""
+    vector_hidden = (128, 128)
+
     dueling: bool = True
     """Dueling heads: Q = V + A - mean(A)."""
     double_q: bool = True
     """Pick the next action with the online network, value it with the target network."""
-    n_step: int = field(3, min=1)
-    """Steps summed into each return before bootstrapping."""
-    buffer_size: int = field(50_000, min=1)
-    """Replay capacity in transitions."""
-    prioritized_replay: bool = True
-    """Proportional prioritized replay (else uniform)."""
-    train_batch_size: int = field(64, min=1)
-    """Rows per learner step."""
-    training_intensity: float = field(16.0, min=0, exclusive_min=True)
-    """Rows trained per row sampled (sets the round-robin weight)."""
-    target_network_update_freq: int = field(4_000, min=1)
+    target_network_update_freq: int = field(default=4_000, min=1)
     """Rows trained between target network updates."""
     epsilon: tuple[float, ...] = (1.0, 0.02)
     """Exploration: (initial, final) epsilon of a linear schedule."""
-    epsilon_timesteps: int = field(10_000, min=0)
+    epsilon_timesteps: int = field(default=10_000, min=0)
     """Env steps (over all workers) over which epsilon decays."""
 
     def __post_init__(self) -> None:
         super().__post_init__()
         check_epsilon("epsilon", self.epsilon)
 
+    def target_update_freq(self) -> int | None:
+        """``target_network_update_freq``."""
+        return self.target_network_update_freq
 
-class DQN(ReplayAlgorithm):
-    config_class = DQNConfig
-    name = "dqn"
-    family = "q"
-    config: DQNConfig
 
-    @property
-    def target_network_update_freq(self) -> int:  # type: ignore[override]
-        return self.config.target_network_update_freq
+def dqn_workers(config: DQNConfig, spaces: Spaces) -> Workers:
+    """Epsilon-greedy workers (epsilon decays over each worker's share of the steps), n-step transitions."""
+    c = config
+    initial, final = c.epsilon
+    per_worker = c.epsilon_timesteps // max(c.rollouts.num_workers, 1)
+    policy = functools.partial(EpsilonGreedyPolicy, model=c.model, hidden=c.vector_hidden, dueling=c.dueling,
+                               epsilon=(initial, final, per_worker), device=c.rollouts.device)  # fmt: skip
+    return Workers(policy, "transitions", n_step=c.n_step)  # type: ignore[arg-type]
 
-    def model_options(self) -> dict[str, Any]:
-        return {"hidden": self.config.hidden, "dueling": self.config.dueling}
 
-    def policy_factory(self) -> PolicyFactory:
-        c = self.config
-        initial, final = c.epsilon
-        per_worker = c.epsilon_timesteps // max(c.num_workers, 1)
-        return functools.partial(  # type: ignore[return-value]
-            EpsilonGreedyPolicy, model=c.model, hidden=c.hidden, dueling=c.dueling,
-            epsilon=(initial, final, per_worker), device=c.worker_device,
-        )  # fmt: skip
+def dqn_learner(config: DQNConfig, spaces: Spaces) -> DQNLearner:
+    """The double-Q, dueling learner with its target network."""
+    c, part = config, config.learner
+    return DQNLearner(spaces.observation, spaces.action, model=c.model, device=part.device,
+                      max_nonfinite_updates=part.max_nonfinite_updates, precision=part.precision,
+                      hidden=c.vector_hidden, dueling=c.dueling, double_q=c.double_q, lr=part.lr,
+                      max_grad_norm=part.max_grad_norm, seed=c.seed)  # fmt: skip
 
-    def worker_options(self) -> dict[str, Any]:
-        return {"postprocess": "transitions", "n_step": self.config.n_step}
 
-    def make_learner(self) -> DQNLearner:
-        c = self.config
-        return DQNLearner(
-            self.observation_space,
-            self.action_space,
-            model=c.model,
-            device=c.learner_device,
-            max_nonfinite_updates=c.max_nonfinite_updates,
-            precision=c.learner_precision,
-            hidden=c.hidden,
-            dueling=c.dueling,
-            double_q=c.double_q,
-            lr=c.lr,
-            max_grad_norm=c.max_grad_norm,
-            seed=c.seed,
-        )
+DQN_MODELS = single_model("q", dueling=lambda c: c.dueling)
+DQN_CAPABILITIES = Capabilities(learner_precision=True)
+
+RECIPE: Recipe[DQNConfig, DQNLearner, ReplayBuffer] = Recipe(
+    name="dqn", config=DQNConfig, family="q", plan=replay_plan, models=DQN_MODELS, workers=dqn_workers,
+    learner=dqn_learner, resources=REPLAY_BUFFER, capabilities=DQN_CAPABILITIES,
+)  # fmt: skip
+
+
+class DQN(Algorithm):
+    """DQN (the module docstring says where each part lives)."""
+
+    recipe = RECIPE

@@ -22,7 +22,7 @@ sends the new weights back to the worker that sampled.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 import torch
@@ -34,37 +34,39 @@ from ..rl.actor_critic import ActorCritic, ActorCriticPolicy
 from ..rl.recurrent import RecurrentActorCritic
 from ..rl.sample_batch import ACTIONS, DISCOUNTS, DONES, LOGP, NEXT_OBS, OBS, REWARDS, SampleBatch
 from ..rl.vtrace import vtrace
-from ..rl.worker_set import WorkerSet
-from ._base import Algorithm
+from ..session import Algorithm
+from ._actor_critic import ActorCriticLearner, ActorCriticWorkers
 from ._config import AlgorithmConfig, algorithm_config, field
+from ._recipe import Capabilities, Plan, Recipe, Run, single_model
 
-__all__ = ["IMPALA", "IMPALAConfig", "SequencePolicy", "impala_loss", "vtrace_targets"]
+__all__ = ["IMPALA", "VTRACE_CAPABILITIES", "IMPALAConfig", "SequencePolicy", "impala_loss", "vtrace_targets"]
 
 
-@algorithm_config
+@algorithm_config(defaults={"lr": 1e-3, "rollout_fragment_length": 32, "max_grad_norm": 40.0})
 class IMPALAConfig(AlgorithmConfig):
-    lr: float = field(1e-3, min=0, exclusive_min=True)
-    """Adam learning rate."""
-    rollout_fragment_length: int = field(32, min=2)
-    """Steps per sequence (V-trace runs over each sequence)."""
-    num_envs_per_worker: int = field(8, min=1)
-    """Sequences per worker sample (and per learner batch)."""
-    max_grad_norm: float | None = field(40.0, min=0, exclusive_min=True)
-    """Clip the global gradient norm to this (None: no clipping)."""
-    num_async: int = field(2, min=1)
+    """Each worker sample is ``num_envs_per_worker`` sequences of ``rollouts.fragment_length``
+    steps (at least 2: V-trace runs over each sequence), and one learner batch."""
+
+    num_async: int = field(default=2, min=1)
     """Sample requests in flight per worker."""
-    learner_queue_size: int = field(4, min=1)
+    learner_queue_size: int = field(default=4, min=1)
     """Batches waiting for the learner before sampling is made to wait."""
-    vtrace_clip_rho: float = field(1.0, min=0)
+    vtrace_clip_rho: float = field(default=1.0, min=0)
     """rho-bar: truncation of the importance weights in the value targets."""
-    vtrace_clip_pg_rho: float = field(1.0, min=0)
+    vtrace_clip_pg_rho: float = field(default=1.0, min=0)
     """Truncation of the importance weights in the policy gradient."""
-    vf_loss_coeff: float = field(0.5, min=0)
+    vf_loss_coeff: float = field(default=0.5, min=0)
     """Weight of the value loss."""
-    entropy_coeff: float = field(0.01, min=0)
+    entropy_coeff: float = field(default=0.01, min=0)
     """Weight of the entropy bonus."""
-    timesteps_per_iteration: int = field(2_000, min=1)
+    timesteps_per_iteration: int = field(default=2_000, min=1)
     """Env steps sampled between two results."""
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.rollouts.fragment_length < 2:
+            raise ConfigError(f"rollouts.fragment_length: V-trace needs sequences of at least 2 steps, "
+                              f"got {self.rollouts.fragment_length}")  # fmt: skip
 
 
 def vtrace_targets(
@@ -75,7 +77,7 @@ def vtrace_targets(
 
     Rows are ``rollout_fragment_length``-step sequences, one after another.
     """
-    steps = config.rollout_fragment_length
+    steps = config.rollouts.fragment_length
 
     def seq(x: torch.Tensor) -> torch.Tensor:  # flat rows -> (T, B)
         return x.reshape(-1, steps).T
@@ -130,24 +132,27 @@ class SequencePolicy(ActorCriticPolicy):
         return super().learn_on_batch(batch, self.num_epochs, None, 0, shuffle=False)
 
 
+def impala_plan(run: Run[IMPALAConfig, SequencePolicy, None]) -> Plan:
+    """Asynchronous samples into the learner thread; the weights back to the worker that sampled."""
+    rollouts = parallel_rollouts(run.workers, mode="async", num_async=run.config.num_async)
+    trained = train_async(rollouts, run.learner, queue_size=run.config.learner_queue_size)
+    trained = sync_weights(trained, run.learner, run.workers, to_source=True)
+    return report_metrics(once_per_steps(trained, run.config.timesteps_per_iteration))
+
+
+VTRACE_CAPABILITIES = Capabilities(
+    recurrent=True, numpy_inference=True, learner_precision=True, vector_env=False,
+    vector_env_reason="V-trace takes fixed-length sequences, and a vector env's autoreset steps would be holes in them",
+)  # fmt: skip
+
+RECIPE: Recipe[IMPALAConfig, SequencePolicy, None] = Recipe(
+    name="impala", config=IMPALAConfig, family="actor_critic", plan=impala_plan, models=single_model("actor_critic"),
+    workers=ActorCriticWorkers(impala_loss, postprocess="transitions"),  # V-trace takes next_obs and discounts
+    learner=ActorCriticLearner(impala_loss, SequencePolicy), capabilities=VTRACE_CAPABILITIES,
+)  # fmt: skip
+
+
 class IMPALA(Algorithm):
-    config_class = IMPALAConfig
-    supports_lstm = True
-    name = "impala"
-    loss = staticmethod(impala_loss)
-    policy_class = SequencePolicy
+    """IMPALA (the module docstring says where each part lives)."""
 
-    def worker_options(self) -> dict[str, Any]:
-        return {"postprocess": "transitions"}  # V-trace takes next_obs and discounts
-
-    def check_vector_env(self) -> None:
-        raise ConfigError(
-            f"vector_env: {type(self).__name__}'s V-trace takes fixed-length sequences, "
-            "and a vector env's autoreset steps would be holes in them; leave vector_env off"
-        )
-
-    def execution_plan(self, workers: WorkerSet, learner: Any, config: Any) -> AsyncIterator[dict[str, Any]]:
-        rollouts = parallel_rollouts(workers, mode="async", num_async=config.num_async)
-        trained = train_async(rollouts, learner, queue_size=config.learner_queue_size)
-        trained = sync_weights(trained, learner, workers, to_source=True)
-        return report_metrics(once_per_steps(trained, config.timesteps_per_iteration))
+    recipe = RECIPE

@@ -12,28 +12,31 @@ Where each part lives: the workers compute discounted returns, with no critic
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 import torch
 
+from ..errors import ConfigError
 from ..flow import concat_batches, parallel_rollouts, report_metrics, standardize_fields, train_one_step
 from ..rl.actor_critic import ActorCritic, ActorCriticPolicy
-from ..rl.worker_set import WorkerSet
-from ._base import Algorithm
-from ._config import AlgorithmConfig, algorithm_config, field
+from ..session import Algorithm
+from ._actor_critic import ActorCriticLearner, ActorCriticWorkers
+from ._config import OnPolicyConfig, algorithm_config
+from ._recipe import Capabilities, Plan, Recipe, Run, single_model
 
 __all__ = ["PG", "PGConfig", "pg_loss"]
 
 
-@algorithm_config
-class PGConfig(AlgorithmConfig):
-    lr: float = field(4e-3, min=0, exclusive_min=True)
-    """Adam learning rate."""
-    lam: float = field(1.0, min=0, max=1)
-    """1.0: advantages are plain discounted returns (there is no critic)."""
-    train_batch_size: int = field(2048, min=2)
-    """Environment steps per gradient step (at least 2: the returns are standardized per batch)."""
+@algorithm_config(defaults={"lr": 4e-3, "lam": 1.0})
+class PGConfig(OnPolicyConfig):
+    """Plain discounted returns (``lam`` 1.0; there is no critic), standardized per batch."""
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.train_batch_size < 2:  # one row standardizes to 0: the policy would never move
+            raise ConfigError(f"train_batch_size: must be >= 2 (the returns are standardized), "
+                              f"got {self.train_batch_size}")  # fmt: skip
 
 
 def pg_loss(ac: ActorCritic, batch: Mapping[str, Any], config: PGConfig) -> tuple[torch.Tensor, dict[str, float]]:
@@ -43,17 +46,22 @@ def pg_loss(ac: ActorCritic, batch: Mapping[str, Any], config: PGConfig) -> tupl
     return loss, {"policy_loss": float(loss.detach()), "entropy": float(dist.entropy().mean().detach())}
 
 
-class PG(Algorithm):
-    config_class = PGConfig
-    supports_lstm = True
-    name = "pg"
-    use_critic = False
-    loss = staticmethod(pg_loss)
+def pg_plan(run: Run[PGConfig, ActorCriticPolicy, None]) -> Plan:
+    """Whole rollouts, their returns standardized, one update per batch."""
+    rollouts = parallel_rollouts(run.workers, mode="bulk_sync")
+    batches = concat_batches(rollouts, min_batch_size=run.config.train_batch_size)
+    batches = standardize_fields(batches, ["advantages"])
+    return report_metrics(train_one_step(batches, run.learner, run.workers))
 
-    def execution_plan(
-        self, workers: WorkerSet, learner: ActorCriticPolicy, config: Any
-    ) -> AsyncIterator[dict[str, Any]]:
-        rollouts = parallel_rollouts(workers, mode="bulk_sync")
-        batches = concat_batches(rollouts, min_batch_size=config.train_batch_size)
-        batches = standardize_fields(batches, ["advantages"])
-        return report_metrics(train_one_step(batches, learner, workers))
+
+RECIPE: Recipe[PGConfig, ActorCriticPolicy, None] = Recipe(
+    name="pg", config=PGConfig, family="actor_critic", plan=pg_plan, models=single_model("actor_critic"),
+    workers=ActorCriticWorkers(pg_loss, use_critic=False), learner=ActorCriticLearner(pg_loss, ActorCriticPolicy),
+    capabilities=Capabilities(recurrent=True, numpy_inference=True, learner_precision=True),
+)  # fmt: skip
+
+
+class PG(Algorithm):
+    """Vanilla policy gradient (the module docstring says where each part lives)."""
+
+    recipe = RECIPE

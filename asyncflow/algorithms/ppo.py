@@ -37,7 +37,7 @@ Where each part lives, in the order one iteration runs:
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 import torch
@@ -45,34 +45,29 @@ import torch
 from ..errors import ConfigError
 from ..flow import concat_batches, parallel_rollouts, report_metrics, standardize_fields, train_one_step
 from ..rl.actor_critic import ActorCritic, ActorCriticPolicy
-from ..rl.worker_set import WorkerSet
-from ._base import Algorithm
-from ._config import AlgorithmConfig, algorithm_config, field
+from ..session import Algorithm
+from ._actor_critic import ActorCriticLearner, ActorCriticWorkers
+from ._config import OnPolicyConfig, algorithm_config, field
+from ._recipe import Capabilities, Plan, Recipe, Run, single_model
 
 __all__ = ["PPO", "PPOConfig", "ppo_loss"]
 
 STANDARDIZE = ("batch", "minibatch", "none")
 
 
-@algorithm_config
-class PPOConfig(AlgorithmConfig):
-    lr: float = field(3e-3, min=0, exclusive_min=True)
-    """Adam learning rate."""
-    rollout_fragment_length: int = field(128, min=1)
-    """Steps per sub-environment in one ``sample()`` call."""
-    train_batch_size: int = field(2048, min=1)
-    """Environment steps per training iteration."""
-    minibatch_size: int = field(256, min=1)
+@algorithm_config(defaults={"lr": 3e-3, "rollout_fragment_length": 128})
+class PPOConfig(OnPolicyConfig):
+    minibatch_size: int = field(default=256, min=1)
     """Rows per SGD minibatch."""
-    num_epochs: int = field(5, min=1)
+    num_epochs: int = field(default=5, min=1)
     """Passes over each training batch."""
-    clip_param: float = field(0.2, min=0, exclusive_min=True)
+    clip_param: float = field(default=0.2, min=0, exclusive_min=True)
     """Surrogate clip range."""
-    vf_clip_param: float | None = field(10.0, min=0, exclusive_min=True)
+    vf_clip_param: float | None = field(default=10.0, min=0, exclusive_min=True)
     """Value clip range (None: no value clipping)."""
-    vf_loss_coeff: float = field(0.5, min=0)
+    vf_loss_coeff: float = field(default=0.5, min=0)
     """Weight of the value loss."""
-    entropy_coeff: float = field(0.0, min=0)
+    entropy_coeff: float = field(default=0.0, min=0)
     """Weight of the entropy bonus."""
     standardize_advantages: str = "batch"
     """Scale advantages to mean 0 and std 1 over each training batch (``"batch"``, RLlib's way),
@@ -121,25 +116,32 @@ def ppo_loss(ac: ActorCritic, batch: Mapping[str, Any], config: PPOConfig) -> tu
     }
 
 
-class PPO(Algorithm):
-    config_class = PPOConfig
-    supports_lstm = True
-    name = "ppo"
-    loss = staticmethod(ppo_loss)
+def ppo_plan(run: Run[PPOConfig, ActorCriticPolicy, None]) -> Plan:
+    """Rollouts from every worker in lock step, a batch of them, epochs of minibatches."""
+    config, workers = run.config, run.workers
+    rollouts = parallel_rollouts(workers, mode="bulk_sync")
+    batches = concat_batches(rollouts, min_batch_size=config.train_batch_size)
+    if config.standardize_advantages == "batch":
+        batches = standardize_fields(batches, ["advantages"])
+    trained = train_one_step(
+        batches,
+        run.learner,
+        workers,
+        num_epochs=config.num_epochs,
+        minibatch_size=config.minibatch_size,
+        seed=config.seed,
+    )
+    return report_metrics(trained)
 
-    def execution_plan(
-        self, workers: WorkerSet, learner: ActorCriticPolicy, config: Any
-    ) -> AsyncIterator[dict[str, Any]]:
-        rollouts = parallel_rollouts(workers, mode="bulk_sync")
-        batches = concat_batches(rollouts, min_batch_size=config.train_batch_size)
-        if config.standardize_advantages == "batch":
-            batches = standardize_fields(batches, ["advantages"])
-        trained = train_one_step(
-            batches,
-            learner,
-            workers,
-            num_epochs=config.num_epochs,
-            minibatch_size=config.minibatch_size,
-            seed=config.seed,
-        )
-        return report_metrics(trained)
+
+RECIPE: Recipe[PPOConfig, ActorCriticPolicy, None] = Recipe(
+    name="ppo", config=PPOConfig, family="actor_critic", plan=ppo_plan, models=single_model("actor_critic"),
+    workers=ActorCriticWorkers(ppo_loss), learner=ActorCriticLearner(ppo_loss, ActorCriticPolicy),
+    capabilities=Capabilities(recurrent=True, numpy_inference=True, learner_precision=True),
+)  # fmt: skip
+
+
+class PPO(Algorithm):
+    """PPO (the module docstring says where each part lives)."""
+
+    recipe = RECIPE

@@ -15,106 +15,85 @@ replay and the plan (``_off_policy.py``).
 from __future__ import annotations
 
 import functools
-from typing import Any
 
 from ..rl.continuous import DeterministicPolicy, TD3Learner
-from ..rl.policy import PolicyFactory
+from ..rl.replay_buffer import ReplayBuffer
+from ..session import Algorithm
 from ._config import algorithm_config, field
-from ._off_policy import ReplayAlgorithm, ReplayConfig
+from ._off_policy import REPLAY_BUFFER, ReplayConfig, replay_plan
+from ._recipe import Recipe, Spaces, Workers, single_model
 
 __all__ = ["DDPG", "TD3", "DDPGConfig", "TD3Config"]
 
 
-@algorithm_config
+@algorithm_config(defaults={"env": "Pendulum-v1", "num_envs_per_worker": 1, "rollout_fragment_length": 8, "lr": 1e-3,
+                            "max_grad_norm": None, "train_batch_size": 128, "training_intensity": 128.0})  # fmt: skip
 class TD3Config(ReplayConfig):
-    env: Any = "Pendulum-v1"
-    """A gymnasium id, or a callable that returns a gymnasium.Env (Box actions)."""
-    num_envs_per_worker: int = field(1, min=1)
-    """Sub-environments stepped by each worker."""
-    rollout_fragment_length: int = field(8, min=1)
-    """Steps per sub-environment in one ``sample()`` call."""
-    hidden: tuple[int, ...] = (128, 128)
-    """Hidden layer sizes of the actor and the critics."""
-    lr: float = field(1e-3, min=0, exclusive_min=True)
-    """Learning rate of the actor and the critics."""
-    max_grad_norm: float | None = field(None, min=0, exclusive_min=True)
-    """Clip each step's gradient norm (critics, actor) to this; None: no clipping."""
-    tau: float = field(0.005, min=0, max=1)
+    """``lr`` is the rate of the actor and the critics; ``max_grad_norm`` (None: no clipping)
+    clips each of their steps; ``training_intensity`` 128: one learner step per env step; the
+    first ``learning_starts`` transitions come from uniform random actions."""
+
+    vector_hidden = (128, 128)
+
+    tau: float = field(default=0.005, min=0, max=1)
     """Soft target update rate."""
     twin_q: bool = True
     """Two critics; targets use the smaller."""
-    policy_delay: int = field(2, min=1)
+    policy_delay: int = field(default=2, min=1)
     """Critic updates per actor (and target) update."""
-    target_noise: float = field(0.2, min=0)
+    target_noise: float = field(default=0.2, min=0)
     """Std of the smoothing noise on target actions (normalized units)."""
-    target_noise_clip: float = field(0.5, min=0)
+    target_noise_clip: float = field(default=0.5, min=0)
     """Bound of that noise."""
-    exploration_noise: float = field(0.1, min=0)
+    exploration_noise: float = field(default=0.1, min=0)
     """Std of the Gaussian noise the workers add (normalized units)."""
-    train_batch_size: int = field(128, min=1)
-    """Rows per learner step."""
-    training_intensity: float = field(128.0, min=0, exclusive_min=True)
-    """Rows trained per row sampled: one learner step per env step by default."""
-    learning_starts: int = field(1_000, min=0)
-    """Transitions stored (with uniform random actions) before training begins."""
 
 
-@algorithm_config
+@algorithm_config(defaults={"twin_q": False, "policy_delay": 1, "target_noise": 0.0})
 class DDPGConfig(TD3Config):
-    twin_q: bool = False
-    """Two critics; targets use the smaller."""
-    policy_delay: int = field(1, min=1)
-    """Critic updates per actor (and target) update."""
-    target_noise: float = field(0.0, min=0)
-    """Std of the smoothing noise on target actions (normalized units)."""
+    """TD3's fields with its three additions switched off (one critic, no delay, no smoothing)."""
 
 
-class TD3(ReplayAlgorithm):
-    config_class = TD3Config
-    supports_learner_precision = False
-    name = "td3"
-    family = "continuous"
-    config: TD3Config
-
-    def model_options(self) -> dict[str, Any]:
-        return {"hidden": self.config.hidden, "gaussian": False, "num_q": 2 if self.config.twin_q else 1}
-
-    def policy_factory(self) -> PolicyFactory:
-        c = self.config
-        return functools.partial(  # type: ignore[return-value]
-            DeterministicPolicy,
-            model=c.model,
-            hidden=c.hidden,
-            random_steps=c.learning_starts // max(c.num_workers, 1),
-            exploration_noise=c.exploration_noise,
-            num_q=self.model_options()["num_q"],
-            device=c.worker_device,
-        )
-
-    def worker_options(self) -> dict[str, Any]:
-        return {"postprocess": "transitions", "n_step": self.config.n_step}
-
-    def make_learner(self) -> TD3Learner:
-        c = self.config
-        return TD3Learner(
-            self.observation_space,
-            self.action_space,
-            model=c.model,
-            device=c.learner_device,
-            max_nonfinite_updates=c.max_nonfinite_updates,
-            hidden=c.hidden,
-            actor_lr=c.lr,
-            critic_lr=c.lr,
-            tau=c.tau,
-            twin_q=c.twin_q,
-            policy_delay=c.policy_delay,
-            target_noise=c.target_noise,
-            target_noise_clip=c.target_noise_clip,
-            seed=c.seed,
-            max_grad_norm=c.max_grad_norm,
-        )
+def td3_workers(config: TD3Config, spaces: Spaces) -> Workers:
+    """Deterministic workers with Gaussian exploration noise (uniform random actions first)."""
+    c = config
+    policy = functools.partial(DeterministicPolicy, model=c.model, hidden=c.vector_hidden,
+                               random_steps=c.learning_starts // max(c.rollouts.num_workers, 1),
+                               exploration_noise=c.exploration_noise, num_q=2 if c.twin_q else 1,
+                               device=c.rollouts.device)  # fmt: skip
+    return Workers(policy, "transitions", n_step=c.n_step)  # type: ignore[arg-type]
 
 
-class DDPG(TD3):
-    config_class = DDPGConfig
-    name = "ddpg"
+def td3_learner(config: TD3Config, spaces: Spaces) -> TD3Learner:
+    """The (twin) critics, the delayed actor, target smoothing, soft target updates."""
+    c, part = config, config.learner
+    return TD3Learner(spaces.observation, spaces.action, model=c.model, device=part.device,
+                      max_nonfinite_updates=part.max_nonfinite_updates, hidden=c.vector_hidden, actor_lr=part.lr,
+                      critic_lr=part.lr, tau=c.tau, twin_q=c.twin_q, policy_delay=c.policy_delay,
+                      target_noise=c.target_noise, target_noise_clip=c.target_noise_clip, seed=c.seed,
+                      max_grad_norm=part.max_grad_norm)  # fmt: skip
+
+
+TD3_MODELS = single_model("continuous", gaussian=False, num_q=lambda c: 2 if c.twin_q else 1)
+
+RECIPE: Recipe[TD3Config, TD3Learner, ReplayBuffer] = Recipe(
+    name="td3", config=TD3Config, family="continuous", plan=replay_plan, workers=td3_workers, learner=td3_learner,
+    models=TD3_MODELS, resources=REPLAY_BUFFER,
+)  # fmt: skip
+
+DDPG_RECIPE: Recipe[DDPGConfig, TD3Learner, ReplayBuffer] = Recipe(
+    name="ddpg", config=DDPGConfig, family="continuous", plan=replay_plan, workers=td3_workers, learner=td3_learner,
+    models=TD3_MODELS, resources=REPLAY_BUFFER,
+)  # fmt: skip
+
+
+class TD3(Algorithm):
+    """TD3 (the module docstring says where each part lives)."""
+
+    recipe = RECIPE
+
+
+class DDPG(Algorithm):
+    """DDPG: TD3 with its three additions switched off."""
+
+    recipe = DDPG_RECIPE

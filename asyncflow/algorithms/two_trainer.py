@@ -23,10 +23,11 @@ the three branches can run freely without one starving the others.
 from __future__ import annotations
 
 import functools
-from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Callable
 from typing import Any, cast
 
-from ..actors import ActorHandle, Runtime
+from .._fields import part
+from ..actors import Runtime
 from ..errors import ConfigError
 from ..flow import (
     concat_batches,
@@ -35,24 +36,27 @@ from ..flow import (
     once_per_steps,
     parallel_rollouts,
     report_metrics,
-    select_experiences,
+    select_policy,
     standardize_fields,
     train_one_step,
 )
 from ..flow.learner import learn_on_batches, sync_weights, update_priorities, update_target_network
 from ..flow.replay import replay, store_to_replay_buffer
 from ..rl.actor_critic import ActorCriticPolicy
-from ..rl.models.config import model_spec
-from ..rl.multi_agent import MultiAgentCartPole, make_multi_agent_env
-from ..rl.multi_agent_worker import MultiAgentRolloutWorker, PolicySpec
-from ..rl.policy import FlatWeights, ReplayUpdate
-from ..rl.q_learning import DQNLearner, EpsilonGreedyPolicy
-from ..rl.replay_buffer import PrioritizedReplayBuffer
+from ..rl.multi_agent import MultiAgentCartPole
+from ..rl.multi_agent_worker import PolicySpec
+from ..rl.policy import FlatWeights
+from ..rl.q_learning import EpsilonGreedyPolicy
+from ..rl.replay_buffer import ReplayBuffer
 from ..rl.sample_batch import MultiAgentBatch, SampleBatch
 from ..rl.state import get_state, set_state
-from ..rl.worker_set import WorkerSet
-from ._base import Algorithm
-from ._config import AlgorithmConfig, algorithm_config, check_epsilon, field
+from ..session import Algorithm
+from . import ppo
+from ._actor_critic import ActorCriticLearner
+from ._config import AlgorithmConfig, algorithm_config, field
+from ._off_policy import REPLAY_BUFFER
+from ._recipe import Capabilities, MultiAgentWorkers, Plan, PolicyModel, Recipe, Resources, Run, Spaces
+from .dqn import DQN_MODELS, DQNConfig, dqn_learner
 from .ppo import PPOConfig, ppo_loss
 
 __all__ = ["DQN_POLICY", "PPO_POLICY", "TwoTrainer", "TwoTrainerConfig", "two_agent_cartpole"]
@@ -72,58 +76,54 @@ def alternate_ppo_dqn(agent_id: str) -> str:
     return PPO_POLICY if not digits or int(digits) % 2 == 0 else DQN_POLICY
 
 
-@algorithm_config
+_PPO_FIELDS = ("train_batch_size", "minibatch_size", "num_epochs")
+_DQN_FIELDS = ("n_step", "buffer_size", "train_batch_size", "training_intensity", "learning_starts",
+               "target_network_update_freq", "epsilon", "epsilon_timesteps")  # fmt: skip
+_PPO_SHORTHANDS = {
+    "ppo_lr": "ppo.learner.lr",
+    "ppo_model": "ppo.model",
+    **{f"ppo_{n}": f"ppo.{n}" for n in _PPO_FIELDS},
+}
+_DQN_SHORTHANDS = {"dqn_lr": "dqn.learner.lr", "dqn_model": "dqn.model", "dqn_hidden": "dqn.model.hidden",
+                   **{f"dqn_{n}": f"dqn.{n}" for n in _DQN_FIELDS}}  # fmt: skip
+_SHARED = ("env", "environment", "rollouts", "evaluation", "gamma", "seed", "metrics_smoothing_episodes")
+"""What the two policies share: the run's own, not their configs' (which must be left as they are)."""
+
+
+@algorithm_config(
+    defaults={"env": two_agent_cartpole, "rollout_fragment_length": 256, "ppo.learner.lr": 3e-3,
+              "ppo.train_batch_size": 1024, "ppo.minibatch_size": 128, "ppo.num_epochs": 5, "dqn.learner.lr": 1e-3},
+    shorthands={**_PPO_SHORTHANDS, **_DQN_SHORTHANDS},
+)  # fmt: skip
 class TwoTrainerConfig(AlgorithmConfig):
-    env: Any = two_agent_cartpole
-    """A callable returning a MultiAgentEnv or a PettingZoo ParallelEnv."""
+    """A PPO policy and a DQN policy, each with its own config (its learner, its model and its
+    algorithm's fields); the env, the rollouts and ``gamma`` are the run's. The flat names of
+    earlier versions are shorthands: ``ppo_lr`` is ``ppo.learner.lr``, ``dqn_n_step`` is
+    ``dqn.n_step``, and so on."""
+
+    ppo: PPOConfig = part(default_factory=PPOConfig)
+    """The PPO policy: its learner, model, GAE ``lam`` and PPO's own fields."""
+    dqn: DQNConfig = part(default_factory=DQNConfig)
+    """The DQN policy: its learner, model, replay and DQN's own fields (``dqn.training_intensity``
+    rate-limits its replay against its sampling, so the branches run freely)."""
     policy_mapping_fn: Callable[[str], str] = alternate_ppo_dqn
     """Agent id -> "ppo_policy" or "dqn_policy" (a module-level function: it is sent to workers)."""
     policies_to_train: tuple[str, ...] = (PPO_POLICY, DQN_POLICY)
     """The policies that learn; the others keep acting with their current weights."""
-    rollout_fragment_length: int = field(256, min=1)
-    """Env steps per worker sample."""
-    ppo_model: Any = None
-    """The PPO policy's network (as ``model`` is for single-agent algorithms)."""
-    dqn_model: Any = None
-    """The DQN policy's Q network (as ``model`` is for DQN)."""
-    ppo_lr: float = field(3e-3, min=0, exclusive_min=True)
-    """Learning rate of the PPO policy."""
-    ppo_train_batch_size: int = field(1024, min=1)
-    """PPO rows per training batch."""
-    ppo_minibatch_size: int = field(128, min=1)
-    """PPO SGD minibatch."""
-    ppo_num_epochs: int = field(5, min=1)
-    """PPO passes over each batch."""
-    dqn_lr: float = field(1e-3, min=0, exclusive_min=True)
-    """Learning rate of the DQN policy."""
-    dqn_hidden: tuple[int, ...] = (128, 128)
-    """Hidden layers of the Q network."""
-    dqn_n_step: int = field(3, min=1)
-    """n-step returns for DQN."""
-    dqn_buffer_size: int = field(50_000, min=1)
-    """DQN replay capacity."""
-    dqn_train_batch_size: int = field(64, min=1)
-    """Rows per DQN learner step."""
-    dqn_training_intensity: float = field(16.0, min=0, exclusive_min=True)
-    """Rows replayed per row stored (sampling waits for training, and training for sampling)."""
-    dqn_learning_starts: int = field(1_000, min=0)
-    """DQN rows stored before it trains."""
-    dqn_target_network_update_freq: int = field(4_000, min=1)
-    """Rows trained between DQN target updates."""
-    dqn_epsilon: tuple[float, ...] = (1.0, 0.02)
-    """DQN exploration: (initial, final) epsilon."""
-    dqn_epsilon_timesteps: int = field(10_000, min=0)
-    """Agent steps over which epsilon decays."""
-    timesteps_per_iteration: int = field(2_048, min=1)
+    timesteps_per_iteration: int = field(default=2_048, min=1)
     """Env steps sampled between two results."""
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        if self.model is not None:
-            raise ConfigError("model: the two trainers have a model each; set ppo_model and dqn_model")
-        check_epsilon("dqn_epsilon", self.dqn_epsilon)
-        for name in ("ppo_model", "dqn_model"):
-            object.__setattr__(self, name, model_spec(getattr(self, name), name))
+        for name in ("learner", "model"):
+            if getattr(self, name) != getattr(AlgorithmConfig(), name):
+                raise ConfigError(f"{name}: the two policies have one each; set ppo.{name} and dqn.{name}")
+        for policy in ("ppo", "dqn"):
+            sub = getattr(self, policy)
+            fresh = type(sub)()
+            for name in _SHARED:
+                if getattr(sub, name) != getattr(fresh, name):
+                    raise ConfigError(f"{policy}.{name}: the two policies share the run's {name}; set {name}")
         unknown = set(self.policies_to_train) - {PPO_POLICY, DQN_POLICY}
         if unknown or not self.policies_to_train or len(set(self.policies_to_train)) != len(self.policies_to_train):
             raise ConfigError(
@@ -138,8 +138,8 @@ class _PolicyLearner:
     def __init__(self, policy_id: str, learner: Any) -> None:
         self.policy_id, self.learner = policy_id, learner
 
-    def learn_on_batch(self, *args: Any, **kwargs: Any) -> Mapping[str, float] | ReplayUpdate:
-        return self.learner.learn_on_batch(*args, **kwargs)  # type: ignore[no-any-return]
+    def learn_on_batch(self, *args: Any, **kwargs: Any) -> Any:
+        return self.learner.learn_on_batch(*args, **kwargs)
 
     def get_weights(self) -> dict[str, FlatWeights]:
         return {self.policy_id: self.learner.get_weights()}
@@ -163,125 +163,85 @@ class _Learners:
         return {pid: learner.learner.get_weights() for pid, learner in self.by_id.items()}
 
 
-async def _policy_batches(source: AsyncIterable[MultiAgentBatch], policy_id: str) -> AsyncIterator[SampleBatch]:
-    async for batch in source:
-        yield batch.policy_batches.get(policy_id, SampleBatch())
+def two_trainer_workers(config: TwoTrainerConfig, spaces: Any) -> MultiAgentWorkers:
+    """Each worker runs both policies, each agent acting with the one it maps to."""
+    ppo, dqn = config.ppo, config.dqn
+    initial, final = dqn.epsilon
+    ppo_policy = functools.partial(ActorCriticPolicy, model=ppo.model, hidden=ppo.vector_hidden,
+                                   device=config.rollouts.device)  # fmt: skip
+    per_worker = dqn.epsilon_timesteps // max(config.rollouts.num_workers, 1)
+    dqn_policy = functools.partial(EpsilonGreedyPolicy, model=dqn.model, hidden=dqn.vector_hidden, dueling=dqn.dueling,
+                                   epsilon=(initial, final, per_worker), device=config.rollouts.device)  # fmt: skip
+    policies = {PPO_POLICY: PolicySpec(ppo_policy, "gae"),  # type: ignore[arg-type]
+                DQN_POLICY: PolicySpec(dqn_policy, "transitions", dqn.n_step)}  # type: ignore[arg-type]  # fmt: skip
+    return MultiAgentWorkers(policies, config.policy_mapping_fn, lam=ppo.lam)
+
+
+def two_trainer_learner(config: TwoTrainerConfig, spaces: dict[str, Spaces]) -> _Learners:
+    """PPO's learner and DQN's, each with its own config."""
+    ppo = ActorCriticLearner(ppo_loss, ActorCriticPolicy)(config.ppo.replace(seed=config.seed), spaces[PPO_POLICY])
+    dqn = dqn_learner(config.dqn.replace(seed=config.seed), spaces[DQN_POLICY])
+    return _Learners(_PolicyLearner(PPO_POLICY, ppo), _PolicyLearner(DQN_POLICY, dqn))
+
+
+def two_trainer_models(config: TwoTrainerConfig) -> dict[str, PolicyModel]:
+    """Each policy's model, as its own algorithm would build it."""
+    return {PPO_POLICY: ppo.RECIPE.models(config.ppo)["default"], DQN_POLICY: DQN_MODELS(config.dqn)["default"]}
+
+
+async def _open_buffer(config: TwoTrainerConfig, runtime: Runtime) -> ReplayBuffer:
+    return await REPLAY_BUFFER.open(config.dqn, runtime)
+
+
+async def _save_buffer(config: TwoTrainerConfig, buffer: ReplayBuffer) -> Any:
+    return await REPLAY_BUFFER.save(config.dqn, buffer)
+
+
+async def _load_buffer(config: TwoTrainerConfig, buffer: ReplayBuffer, state: Any) -> ReplayBuffer:
+    return await REPLAY_BUFFER.load(config.dqn, buffer, state)
+
+
+TwoTrainerRun = Run[TwoTrainerConfig, _Learners, ReplayBuffer]
+
+
+def two_trainer_plan(run: TwoTrainerRun) -> Plan:
+    """One stream of multi-agent rollouts, a branch per policy to train (the module docstring)."""
+    rollouts = cast(AsyncIterator[MultiAgentBatch], parallel_rollouts(run.workers, mode="bulk_sync"))
+    branches = duplicate(rollouts, len(run.config.policies_to_train))
+    ops: list[AsyncIterator[Any]] = []
+    for policy_id, branch in zip(run.config.policies_to_train, branches, strict=True):
+        experiences = select_policy(branch, policy_id)
+        ops += _train_ppo(run, experiences) if policy_id == PPO_POLICY else _train_dqn(run, experiences)
+    return report_metrics(once_per_steps(concurrently(ops, "async"), run.config.timesteps_per_iteration))
+
+
+def _train_ppo(run: TwoTrainerRun, experiences: AsyncIterator[SampleBatch]) -> list[Any]:
+    c, learner = run.config.ppo, run.learner.by_id[PPO_POLICY]
+    batches = standardize_fields(concat_batches(experiences, c.train_batch_size), ["advantages"])
+    return [train_one_step(batches, learner, run.workers, num_epochs=c.num_epochs, minibatch_size=c.minibatch_size,
+                           seed=run.config.seed)]  # fmt: skip
+
+
+def _train_dqn(run: TwoTrainerRun, experiences: AsyncIterator[SampleBatch]) -> list[Any]:
+    c, learner, buffer = run.config.dqn, run.learner.by_id[DQN_POLICY], run.resources
+    ratio, starts = c.training_intensity, c.learning_starts
+    store_op = store_to_replay_buffer(experiences, buffer, learning_starts=starts, min_replay_ratio=ratio)
+    replayed = replay(buffer, c.train_batch_size, min_size=starts, max_replay_ratio=ratio)
+    trained = sync_weights(update_priorities(learn_on_batches(replayed, learner)), learner, run.workers, every=8)
+    return [store_op, update_target_network(trained, learner, c.target_network_update_freq)]
+
+
+RECIPE: Recipe[TwoTrainerConfig, _Learners, ReplayBuffer] = Recipe(
+    name="two_trainer", config=TwoTrainerConfig, family="actor_critic", plan=two_trainer_plan,
+    workers=two_trainer_workers, learner=two_trainer_learner, models=two_trainer_models,
+    resources=Resources(open=_open_buffer, save=_save_buffer, load=_load_buffer),
+    learners=lambda learners: [learner.learner for learner in learners.by_id.values()],
+    capabilities=Capabilities(multi_agent=True, vector_env=False, async_env=False,
+                              vector_env_reason="multi-agent envs are stepped one by one"),
+)  # fmt: skip
 
 
 class TwoTrainer(Algorithm):
-    config_class = TwoTrainerConfig
-    supports_learner_precision = False
-    name = "two_trainer"
-    config: TwoTrainerConfig
+    """A PPO policy and a DQN policy in one env (the module docstring)."""
 
-    def check_env(self) -> None:
-        if self.config.vector_env:
-            raise ConfigError("vector_env: multi-agent envs are stepped one by one; leave vector_env off")
-        env = make_multi_agent_env(self.config.env)
-        try:
-            mapped = {a: self.config.policy_mapping_fn(a) for a in env.possible_agents}
-            for agent, pid in mapped.items():
-                if pid not in (PPO_POLICY, DQN_POLICY):
-                    raise ConfigError(
-                        f"policy_mapping_fn: {agent!r} -> {pid!r}; expected {PPO_POLICY!r} or {DQN_POLICY!r}"
-                    )
-                spec, family, options = self._policy_model(pid)
-                self.check_model(spec, env.observation_spaces[agent], env.action_spaces[agent], family=family,
-                                 options=options, field=f"env ({agent})")  # fmt: skip
-            if set(mapped.values()) != {PPO_POLICY, DQN_POLICY}:
-                raise ConfigError(f"policy_mapping_fn: both policies need an agent, got {mapped}")
-            self.spaces = {pid: (env.observation_spaces[a], env.action_spaces[a]) for a, pid in mapped.items()}
-        finally:
-            env.close()
-
-    def _policy_model(self, policy_id: str) -> tuple[Any, Any, dict[str, Any]]:
-        """A policy's model spec, family and built-in options."""
-        c = self.config
-        if policy_id == PPO_POLICY:
-            return c.ppo_model, "actor_critic", {"hidden": c.hidden}
-        return c.dqn_model, "q", {"hidden": c.dqn_hidden}
-
-    def spawn_workers(self, runtime: Runtime) -> list[Awaitable[ActorHandle]]:
-        c = self.config
-        initial, final = c.dqn_epsilon
-        specs = {
-            PPO_POLICY: PolicySpec(
-                functools.partial(ActorCriticPolicy, model=c.ppo_model, hidden=c.hidden, device=c.worker_device),
-                "gae",
-            ),
-            DQN_POLICY: PolicySpec(
-                functools.partial(  # type: ignore[arg-type]
-                    EpsilonGreedyPolicy,
-                    model=c.dqn_model,
-                    hidden=c.dqn_hidden,
-                    epsilon=(initial, final, c.dqn_epsilon_timesteps // max(c.num_workers, 1)),
-                    device=c.worker_device,
-                ),
-                "transitions",
-                c.dqn_n_step,
-            ),
-        }
-        return [
-            runtime.spawn(
-                MultiAgentRolloutWorker,
-                c.env,
-                policies=specs,
-                policy_mapping_fn=c.policy_mapping_fn,
-                rollout_fragment_length=c.rollout_fragment_length,
-                gamma=c.gamma,
-                lam=c.lam,
-                seed=c.seed,
-                worker_index=i + 1,
-                check_env_output=c.check_env_output,
-                name=f"{self.name}-worker-{i + 1}",
-                max_restarts=c.max_worker_restarts,
-                num_cpus=c.num_cpus_per_worker,
-                num_gpus=c.num_gpus_per_worker,
-            )
-            for i in range(max(c.num_workers, 1))
-        ]
-
-    def make_learner(self) -> _Learners:
-        c = self.config
-        ppo_config = PPOConfig().replace(lr=c.ppo_lr, max_grad_norm=c.max_grad_norm, hidden=c.hidden)
-        ppo = ActorCriticPolicy(*self.spaces[PPO_POLICY], model=c.ppo_model, hidden=c.hidden, lr=c.ppo_lr,
-                                max_grad_norm=c.max_grad_norm, loss=ppo_loss, loss_config=ppo_config, seed=c.seed,
-                                device=c.learner_device, max_nonfinite_updates=c.max_nonfinite_updates)  # fmt: skip
-        dqn = DQNLearner(*self.spaces[DQN_POLICY], model=c.dqn_model, hidden=c.dqn_hidden, lr=c.dqn_lr, seed=c.seed,
-                         device=c.learner_device, max_nonfinite_updates=c.max_nonfinite_updates)  # fmt: skip
-        return _Learners(_PolicyLearner(PPO_POLICY, ppo), _PolicyLearner(DQN_POLICY, dqn))
-
-    def learners(self) -> list[Any]:
-        return [learner.learner for learner in self.learner.by_id.values()]
-
-    async def setup(self, runtime: Runtime) -> None:
-        self.buffer = PrioritizedReplayBuffer(self.config.dqn_buffer_size, seed=self.config.seed)
-
-    async def extra_state(self) -> Any:
-        return self.buffer
-
-    async def load_extra_state(self, state: Any) -> None:
-        self.buffer = state
-
-    def execution_plan(self, workers: WorkerSet, learner: Any, config: Any) -> AsyncIterator[dict[str, Any]]:
-        rollouts = cast(AsyncIterator[MultiAgentBatch], parallel_rollouts(workers, mode="bulk_sync"))
-        branches = duplicate(rollouts, len(config.policies_to_train))
-        ops: list[AsyncIterator[Any]] = []
-        for policy_id, branch in zip(config.policies_to_train, branches, strict=True):
-            experiences = _policy_batches(select_experiences(branch, [policy_id]), policy_id)
-            ops += self._train_ppo(experiences) if policy_id == PPO_POLICY else self._train_dqn(experiences)
-        return report_metrics(once_per_steps(concurrently(ops, "async"), config.timesteps_per_iteration))
-
-    def _train_ppo(self, experiences: AsyncIterator[SampleBatch]) -> list[AsyncIterator[Any]]:
-        c, learner = self.config, self.learner.by_id[PPO_POLICY]
-        batches = standardize_fields(concat_batches(experiences, c.ppo_train_batch_size), ["advantages"])
-        return [train_one_step(batches, learner, self.workers, num_epochs=c.ppo_num_epochs,
-                               minibatch_size=c.ppo_minibatch_size, seed=c.seed)]  # fmt: skip
-
-    def _train_dqn(self, experiences: AsyncIterator[SampleBatch]) -> list[AsyncIterator[Any]]:
-        c, learner = self.config, self.learner.by_id[DQN_POLICY]
-        ratio, starts = c.dqn_training_intensity, c.dqn_learning_starts
-        store_op = store_to_replay_buffer(experiences, self.buffer, learning_starts=starts, min_replay_ratio=ratio)
-        replayed = replay(self.buffer, c.dqn_train_batch_size, min_size=starts, max_replay_ratio=ratio)
-        trained = sync_weights(update_priorities(learn_on_batches(replayed, learner)), learner, self.workers, every=8)
-        return [store_op, update_target_network(trained, learner, c.dqn_target_network_update_freq)]
+    recipe = RECIPE

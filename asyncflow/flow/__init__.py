@@ -22,7 +22,7 @@ from .learner import (
     update_target_network,
     update_worker_weights,
 )
-from .metrics import once_per_interval, once_per_steps, report_metrics
+from .metrics import Result, once_per_interval, once_per_steps, report_metrics
 from .replay import mix_in_replay, replay, store_to_replay_buffer
 from .rollouts import GradientsItem, async_gradients, parallel_rollouts
 from .train import (
@@ -31,6 +31,7 @@ from .train import (
     compute_gradients,
     concat_batches,
     select_experiences,
+    select_policy,
     standardize_fields,
     train_one_step,
 )
@@ -38,6 +39,7 @@ from .train import (
 __all__ = [
     "FlowContext",
     "GradientsItem",
+    "Result",
     "Trained",
     "apply_gradients",
     "async_gradients",
@@ -60,6 +62,7 @@ __all__ = [
     "replay",
     "report_metrics",
     "select_experiences",
+    "select_policy",
     "set_context",
     "standardize_fields",
     "store_to_replay_buffer",

@@ -1,4 +1,5 @@
-"""The flow context: counters, timers and learner stats of one running plan.
+"""The flow context of one running plan: its counters, timers and learner stats, the
+thread its learner runs in (``LearnerThread``), and its background tasks (``TaskSet``).
 
 Operators find it through a ``contextvars.ContextVar`` (``use_context`` for a
 block, ``set_context`` for the rest of a task, as ``Algorithm.train`` does) or
@@ -13,17 +14,57 @@ context continues where the saved one stopped.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import time
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Coroutine, Iterator
 from contextvars import ContextVar
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from ..errors import NoContextError
+from .learner_thread import LearnerThread
 
-__all__ = ["FlowContext", "current_context", "set_context", "use_context"]
+__all__ = ["FlowContext", "TaskSet", "current_context", "set_context", "spawn", "use_context"]
+
+T = TypeVar("T")
+
+
+class TaskSet:
+    """The background tasks of one run. Each is started here (``spawn``), and ``aclose``
+    cancels whichever still run and waits for them: leaving a session ends them all, even a
+    task of a plan that was dropped without being closed."""
+
+    def __init__(self) -> None:
+        self._tasks: set[asyncio.Task[Any]] = set()
+
+    def spawn(self, coro: Coroutine[Any, Any, T], name: str | None = None) -> asyncio.Task[T]:
+        """Start ``coro`` as a task of this set."""
+        task = asyncio.get_running_loop().create_task(coro, name=name)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return task
+
+    def __len__(self) -> int:
+        return len(self._tasks)
+
+    async def aclose(self) -> None:
+        """Cancel every task still running and wait until each has ended."""
+        while self._tasks:
+            tasks = list(self._tasks)
+            for task in tasks:
+                task.cancel()
+            await asyncio.wait(tasks)
+
+
+def spawn(coro: Coroutine[Any, Any, T], name: str | None = None) -> asyncio.Task[T]:
+    """Start ``coro`` as a task of the current run's ``TaskSet`` (a plain task outside any run)."""
+    ctx = _current.get(None)
+    if ctx is None:
+        return asyncio.get_running_loop().create_task(coro, name=name)
+    return ctx.tasks.spawn(coro, name)
+
 
 NUM_ENV_STEPS_SAMPLED = "num_env_steps_sampled"
 NUM_ENV_STEPS_TRAINED = "num_env_steps_trained"
@@ -56,6 +97,10 @@ class FlowContext:
     """How many of the latest episodes the return and length statistics cover."""
     marks: dict[str, float] = field(default_factory=dict)
     """Operators' own bookkeeping (the counter value at the last report, ...)."""
+    learner_thread: LearnerThread = field(default_factory=LearnerThread)
+    """Where the run's torch work runs (``learner_thread.py``)."""
+    tasks: TaskSet = field(default_factory=TaskSet)
+    """The run's background tasks (fan-in producers, evaluation)."""
 
     def __post_init__(self) -> None:
         self.episode_returns: deque[float] = deque(maxlen=self.smoothing_episodes)

@@ -12,6 +12,7 @@ from collections.abc import AsyncIterable, AsyncIterator, Sequence
 from typing import Any, Literal, TypeVar
 
 from ..errors import ConfigError
+from ._context import spawn
 from ._util import closing, named
 
 __all__ = ["concurrently", "dequeue", "duplicate", "enqueue", "union"]
@@ -93,7 +94,7 @@ async def _fan_in(ops: Sequence[AsyncIterable[Any]], maxsize: int = 1) -> AsyncI
             return
         await queue.put((index, _ProducerEnded()))
 
-    tasks = [asyncio.ensure_future(produce(i, op)) for i, op in enumerate(ops)]
+    tasks = [spawn(produce(i, op), f"asyncflow producer {i}") for i, op in enumerate(ops)]
     try:
         running = len(tasks)
         while running:

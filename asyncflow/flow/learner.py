@@ -90,7 +90,7 @@ async def learn_on_batches(
         async with closing(source) as batches:
             async for batch in batches:
                 with ctx.timer("learn"):
-                    item = await in_learner_thread(_learn, learner, batch)
+                    item = await ctx.learner_thread.run(_learn, learner, batch)
                 _count_trained(ctx, item)
                 yield item
 
@@ -113,7 +113,7 @@ async def train_async(
         async with closing(_fan_in([source], maxsize=queue_size)) as batches:
             async for _, batch in batches:
                 with ctx.timer("learn"):
-                    item = await in_learner_thread(_learn, learner, batch)
+                    item = await ctx.learner_thread.run(_learn, learner, batch)
                 _count_trained(ctx, item)
                 yield item
 
@@ -177,14 +177,18 @@ async def update_target_network(
             async for item in items:
                 progress = ctx.get(counter)
                 if progress - ctx.marks.get(mark, 0) >= freq:
-                    await in_learner_thread(learner.update_target)
+                    await ctx.learner_thread.run(learner.update_target)
                     ctx.add(NUM_TARGET_UPDATES, 1)
                     ctx.marks[mark] = progress
                 yield item
 
 
 async def update_worker_weights(
-    source: AsyncIterable[SampleBatch], learner: Learner, workers: WorkerSet, *, max_delay_steps: int
+    source: AsyncIterable[SampleBatch],
+    learner: Learner,
+    workers: WorkerSet,
+    *,
+    max_delay_steps: int,
 ) -> AsyncIterator[SampleBatch]:
     """Pass batches on; once a worker has sampled ``max_delay_steps`` rows
     since its last update, send it the learner's current weights (Ape-X)."""

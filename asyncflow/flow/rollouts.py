@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Awaitable
+from collections.abc import AsyncIterator, Coroutine
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -20,6 +20,7 @@ from ._context import (
     NUM_ENV_STEPS_SAMPLED,
     FlowContext,
     current_context,
+    spawn,
 )
 from ._util import closing, named
 
@@ -87,9 +88,9 @@ async def _as_completed(
     pending: dict[asyncio.Future[Any], ActorHandle] = {}
 
     def submit(worker: ActorHandle) -> None:
-        call: Awaitable[Any] = (workers.call(worker, method, *args) if deadline
-                                else workers.call(worker, method, *args, timeout=None))  # fmt: skip
-        pending[asyncio.ensure_future(call)] = worker
+        call: Coroutine[Any, Any, Any] = (workers.call(worker, method, *args) if deadline
+                                          else workers.call(worker, method, *args, timeout=None))  # fmt: skip
+        pending[spawn(call)] = worker
 
     try:
         for worker in workers.workers:

@@ -12,11 +12,11 @@ import numpy as np
 
 from ..errors import ConfigError
 from ..rl.actor_critic import ActorCriticPolicy
+from ..rl.policy import MinibatchLearner
 from ..rl.sample_batch import MultiAgentBatch, SampleBatch, concat_samples
 from ..rl.worker_set import WorkerSet
 from ._context import NUM_ENV_STEPS_TRAINED, NUM_LEARNER_STEPS, FlowContext, current_context
 from ._util import closing, named
-from .learner_thread import in_learner_thread
 from .rollouts import GradientsItem
 
 R = TypeVar("R")
@@ -28,6 +28,7 @@ __all__ = [
     "compute_gradients",
     "concat_batches",
     "select_experiences",
+    "select_policy",
     "standardize_fields",
     "train_one_step",
 ]
@@ -65,6 +66,14 @@ async def select_experiences(
                 yield batch.select(policy_ids)
 
 
+async def select_policy(source: AsyncIterable[MultiAgentBatch], policy_id: str) -> AsyncIterator[SampleBatch]:
+    """One policy's experiences of each multi-agent batch (an empty batch when it has none)."""
+    with named("select_policy"):
+        async with closing(source) as batches:
+            async for batch in batches:
+                yield batch.policy_batches.get(policy_id, SampleBatch())
+
+
 async def standardize_fields(source: AsyncIterable[SampleBatch], fields: Sequence[str]) -> AsyncIterator[SampleBatch]:
     """Shift and scale the named columns to mean 0, std 1 (per batch)."""
     with named("standardize_fields"):
@@ -78,7 +87,7 @@ async def standardize_fields(source: AsyncIterable[SampleBatch], fields: Sequenc
 
 async def train_one_step(
     source: AsyncIterable[SampleBatch],
-    learner: ActorCriticPolicy,
+    learner: MinibatchLearner,
     workers: WorkerSet,
     *,
     num_epochs: int = 1,
@@ -94,25 +103,26 @@ async def train_one_step(
             async for batch in batches:
                 step = ctx.get(NUM_LEARNER_STEPS)  # in the context: a restored plan goes on with the next seed
                 with ctx.timer("learn"):
-                    info = await in_learner_thread(
+                    info = await ctx.learner_thread.run(
                         learner.learn_on_batch, batch, num_epochs, minibatch_size, seed + step
                     )
                 ctx.add(NUM_LEARNER_STEPS, 1)
                 ctx.add(NUM_ENV_STEPS_TRAINED, len(batch))
-                ctx.learner_info = info
+                ctx.learner_info = dict(info)
                 with ctx.timer("sync_weights"):
                     await workers.broadcast(learner.get_weights())
-                yield info
+                yield dict(info)
 
 
 async def compute_gradients(
-    source: AsyncIterable[SampleBatch], learner: ActorCriticPolicy
+    source: AsyncIterable[SampleBatch], learner: ActorCriticPolicy, ctx: FlowContext | None = None
 ) -> AsyncIterator[GradientsItem]:
-    """Gradients of the learner's loss on each batch (in a thread)."""
+    """Gradients of the learner's loss on each batch (in the learner thread)."""
+    ctx = ctx or current_context()
     with named("compute_gradients"):
         async with closing(source) as batches:
             async for batch in batches:
-                grads, info = await in_learner_thread(learner.compute_gradients, batch)
+                grads, info = await ctx.learner_thread.run(learner.compute_gradients, batch)
                 yield GradientsItem(grads, info, len(batch), batch.source)
 
 
@@ -146,7 +156,7 @@ async def apply_gradients(
         async with closing(source) as items:
             async for item in items:
                 with ctx.timer("apply"):
-                    await in_learner_thread(learner.apply_gradients, item.grads)
+                    await ctx.learner_thread.run(learner.apply_gradients, item.grads)
                 ctx.add(NUM_ENV_STEPS_TRAINED, item.count)
                 ctx.learner_info = item.info
                 weights = learner.get_weights()

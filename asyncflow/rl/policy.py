@@ -28,6 +28,7 @@ if TYPE_CHECKING:
 __all__ = [
     "FlatWeights",
     "Learner",
+    "MinibatchLearner",
     "PolicyFactory",
     "ReplayUpdate",
     "StatefulPolicy",
@@ -179,6 +180,22 @@ class Learner(Protocol):
 
     def get_weights(self) -> Any:
         """The weights the workers need (``FlatWeights``, or a dict of them by policy id)."""
+        ...
+
+
+@runtime_checkable
+class MinibatchLearner(Protocol):
+    """A learner that trains epochs of shuffled minibatches on a batch (``train_one_step``'s):
+    the actor-critic policy."""
+
+    def learn_on_batch(
+        self, batch: SampleBatch, num_epochs: int = 1, minibatch_size: int | None = None, seed: int = 0
+    ) -> Mapping[str, float]:
+        """``num_epochs`` passes over ``batch`` in minibatches of ``minibatch_size`` rows."""
+        ...
+
+    def get_weights(self) -> Any:
+        """The weights the workers need."""
         ...
 
 

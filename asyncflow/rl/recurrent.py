@@ -27,7 +27,7 @@ from ..errors import ConfigError
 from .action_mask import masked
 from .actor_critic import ActorCritic, ActorCriticPolicy
 from .models import ActionDistribution, ActionHead
-from .models.config import ModelConfig
+from .models.config import ModelConfig, custom_model
 from .models.encoders import build_encoder
 from .nets import mlp
 from .precision import to_float32
@@ -156,7 +156,7 @@ class Recurrent:
         model: ModelConfig | None = None,
         **options: Any,
     ) -> None:
-        if model is not None and not isinstance(model, ModelConfig):
+        if custom_model(model) is not None:
             raise ConfigError("use_lstm: the LSTM core is built in; it does not take a model of your own")
         self.lstm_size, self.max_seq_len = lstm_size, max_seq_len
         super().__init__(observation_space, action_space, hidden=hidden, model=model, **options)  # type: ignore[call-arg]

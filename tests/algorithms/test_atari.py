@@ -67,13 +67,13 @@ async def test_dqn_checkpoint_keeps_its_frame_replay_and_a_whole_game_video(tmp_
         train = algo.train()
         await anext(train)
         await anext(train)
-        held = algo.buffer.state()
+        held = algo.resources.state()
         assert 0 < held["frames"] < 2 * held["size"]  # frames stored once, not 8 times per row
         saved = await algo.save(tmp_path / "ckpt")
         await train.aclose()
     restored = DQN.restore(saved)
     async with restored:
-        assert restored.buffer.state() == held
+        assert restored.resources.state() == held
         result = await anext(restored.train())
         assert result["num_env_steps_sampled"] > 256
 

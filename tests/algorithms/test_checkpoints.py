@@ -79,11 +79,11 @@ async def test_the_replay_buffer_travels_with_a_checkpoint(tmp_path: Path) -> No
     async with DQN(config) as algo:
         before = await _iterations(algo, 3)
         path = await algo.save(tmp_path / "dqn.ckpt")
-        buffer_rows, weights = len(algo.buffer), algo.learner.get_weights().vector.copy()
+        buffer_rows, weights = len(algo.resources), algo.learner.get_weights().vector.copy()
         target = algo.learner.target.state_dict()["advantage.0.weight"].clone()
     restored = DQN.restore(path)
     async with restored:
-        assert len(restored.buffer) == buffer_rows > 0
+        assert len(restored.resources) == buffer_rows > 0
         np.testing.assert_array_equal(restored.learner.get_weights().vector, weights)
         np.testing.assert_array_equal(restored.learner.target.state_dict()["advantage.0.weight"], target)
         epsilon = await restored.workers.workers[0].get_state()  # the worker's schedule position came back too
@@ -96,7 +96,7 @@ async def test_the_replay_buffer_travels_with_a_checkpoint(tmp_path: Path) -> No
         await _iterations(algo, 1)
         path = await algo.save(tmp_path / "small.ckpt")
     async with DQN.restore(path) as restored:
-        assert len(restored.buffer) == 0  # saved without its buffer: it refills
+        assert len(restored.resources) == 0  # saved without its buffer: it refills
 
 
 @pytest.mark.timeout(120)
@@ -110,7 +110,7 @@ async def test_replay_shards_are_saved_and_restored(tmp_path: Path) -> None:
     assert all(size > 0 for size in sizes)
     async with Algorithm.restore(path) as restored:
         assert isinstance(restored, ApexDQN)
-        assert [(await shard.stats())["size"] for shard in restored.replay_actors] == sizes
+        assert [(await shard.stats())["size"] for shard in restored.resources.workers] == sizes
         await _iterations(restored, 1)
 
 

@@ -107,7 +107,7 @@ def only_ppo(agent_id: str) -> str:
 def test_two_trainer_checks_its_policy_mapping_before_processes() -> None:
     with pytest.raises(ConfigError, match="'agent_0' -> 'sac_policy'"):
         TwoTrainer(TwoTrainerConfig(policy_mapping_fn=to_nowhere))
-    with pytest.raises(ConfigError, match="both policies need an agent"):
+    with pytest.raises(ConfigError, match="every policy needs an agent"):
         TwoTrainer(TwoTrainerConfig(policy_mapping_fn=only_ppo))
     with pytest.raises(ConfigError, match="expected a callable"):
         TwoTrainer(TwoTrainerConfig(env="CartPole-v1"))
@@ -147,7 +147,7 @@ def test_cli_trains_and_writes_a_run_folder(tmp_path: Path) -> None:
     assert "iter    1" in out.stdout and "done: num_env_steps_sampled >= 2000" in out.stdout
     (run,) = (tmp_path / "runs").iterdir()
     params = json.loads((run / "params.json").read_text())
-    assert params["num_workers"] == 1 and params["num_envs_per_worker"] == 4
+    assert params["rollouts"]["num_workers"] == 1 and params["rollouts"]["num_envs_per_worker"] == 4
     with open(run / "progress.csv") as f:
         rows = list(csv.DictReader(f))
     assert int(rows[-1]["num_env_steps_sampled"]) >= 2000

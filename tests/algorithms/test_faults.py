@@ -51,7 +51,7 @@ async def test_a_killed_actor_is_replaced_and_the_run_goes_on(name: str, target:
     algo = cls(cls.config_class(num_workers=2, **FAST[name]))
     async with algo:
         first = await _until(algo, lambda r: r["num_env_steps_trained"] > 0)
-        victim = algo.replay_actors[0] if target == "replay shard" else algo.workers.workers[0]  # type: ignore[attr-defined]
+        victim = algo.resources.workers[0] if target == "replay shard" else algo.workers.workers[0]
         old_pid = _kill(victim)
         sampled, trained = first["num_env_steps_sampled"], first["num_env_steps_trained"]
         # A result counts the restart once the new process has its weights (its first call);

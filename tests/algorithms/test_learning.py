@@ -188,7 +188,7 @@ async def test_policies_to_train_leaves_the_other_policy_alone() -> None:
             if len(results) == 3:
                 break
         worker_weights = await algo.workers.workers[0].get_weights()
-    assert len(algo.buffer) == 0  # no DQN branch: nothing stored
+    assert len(algo.resources) == 0  # no DQN branch: nothing stored
     np.testing.assert_array_equal(algo.learner.by_id[DQN_POLICY].learner.get_weights().vector, dqn_before.vector)
     np.testing.assert_array_equal(worker_weights[DQN_POLICY].vector, dqn_before.vector)
     ppo_after = algo.learner.by_id[PPO_POLICY].learner.get_weights()

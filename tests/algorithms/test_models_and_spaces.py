@@ -196,7 +196,7 @@ async def test_user_models_for_dqn_and_sac_and_per_policy_in_two_trainer() -> No
         await _results(two, 2)
         assert isinstance(two.learner.by_id[PPO_POLICY].learner.model, MyNet)
         assert isinstance(two.learner.by_id[DQN_POLICY].learner.model, nn.Sequential)
-    with pytest.raises(ConfigError, match="set ppo_model and dqn_model"):
+    with pytest.raises(ConfigError, match=r"set ppo\.model and dqn\.model"):
         TwoTrainerConfig(model=MyNet)
 
 

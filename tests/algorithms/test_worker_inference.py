@@ -52,7 +52,7 @@ def test_numpy_inference_asked_for_where_it_cannot_run_is_a_config_error(algo, c
 
 
 def test_worker_inference_takes_only_its_three_values() -> None:
-    with pytest.raises(ConfigError, match="worker_inference: must be 'auto', 'torch' or 'numpy', got 'jax'"):
+    with pytest.raises(ConfigError, match=r"rollouts\.inference: must be 'auto', 'torch' or 'numpy', got 'jax'"):
         PPOConfig(worker_inference="jax")
 
 
@@ -62,7 +62,7 @@ async def test_a_numpy_policy_worker_samples_the_same_batches_in_a_process_as_in
     batches = []
     for c in (config, config.replace(num_workers=0)):
         async with PPO(c) as algo:
-            policy = algo.policy_factory()(algo.observation_space, algo.action_space, seed=0, worker_index=1)
+            policy = algo.worker_policy()(algo.observation_space, algo.action_space, seed=0, worker_index=1)
             assert isinstance(policy, NumpyActorCriticPolicy)
             batches.append(await algo.workers.workers[0].call("sample"))
     remote, local = batches

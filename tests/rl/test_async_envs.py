@@ -45,7 +45,7 @@ async def test_the_probe_works_inside_a_running_loop_too() -> None:
     ("fields", "message"),
     [
         ({"vector_env": True}, "vector_env: needs a gymnasium id"),
-        ({"min_ready": 9}, "min_ready: must be <= num_envs_per_worker (8)"),
+        ({"min_ready": 9}, "environment.min_ready: must be <= rollouts.num_envs_per_worker (8)"),
         ({"env": lambda: object()}, "neither a gymnasium.Env nor an AsyncEnv"),
     ],
 )

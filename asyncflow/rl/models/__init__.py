@@ -9,7 +9,7 @@ an observation.
 """
 
 from .builtin import ActorCriticNet, ContinuousNet, QNet
-from .config import ModelConfig, ModelFactory, ModelSpec, model_spec
+from .config import ModelConfig, ModelFactory, ModelSpec, custom_model, model_spec
 from .distributions import ActionDistribution, ActionHead
 from .encoders import CNNEncoder, Encoder, build_encoder
 from .factory import build_model, check_model, model_name, sample_observations
@@ -33,6 +33,7 @@ __all__ = [
     "build_model",
     "check_model",
     "model_name",
+    "custom_model",
     "model_spec",
     "sample_observations",
 ]

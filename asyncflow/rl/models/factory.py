@@ -29,6 +29,8 @@ __all__ = ["build_model", "check_model", "model_name", "sample_observations"]
 
 def model_name(spec: ModelSpec) -> str:
     """How error messages name a model spec."""
+    if isinstance(spec, ModelConfig) and spec.custom is not None:
+        spec = spec.custom
     if spec is None or isinstance(spec, ModelConfig):
         return "the built-in model"
     return getattr(spec, "__qualname__", None) or type(spec).__name__
@@ -65,6 +67,8 @@ def _build(
     gaussian: bool,
     num_q: int,
 ) -> nn.Module:
+    if isinstance(spec, ModelConfig) and spec.custom is not None:
+        spec = spec.custom
     if spec is None or isinstance(spec, ModelConfig):
         config = spec or ModelConfig()
         if family == "actor_critic":
