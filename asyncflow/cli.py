@@ -113,7 +113,7 @@ def _fmt(x: float) -> str:
 
 
 def _make_config(cls: Any, args: argparse.Namespace) -> Any:
-    from .rl.env import resolve_env
+    from .rl.envs.make import resolve_env
 
     fields: dict[str, Any] = {}
     if args.config is not None:

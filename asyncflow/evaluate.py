@@ -9,6 +9,7 @@ No worker process is started.
 
 from __future__ import annotations
 
+import inspect
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,12 +20,13 @@ import numpy as np
 
 from .algorithms import Algorithm
 from .errors import ConfigError
-from .rl.async_env import run_coroutine
-from .rl.atari import AtariEnv
-from .rl.env import make_async_env, make_env
-from .rl.normalization import NormalizerState
-from .rl.policy import StatefulPolicy, WorkerPolicy
-from .rl.tree import tree_map
+from .rl.envs.async_env import run_coroutine
+from .rl.envs.atari import AtariEnv
+from .rl.envs.checks import EnvChecker
+from .rl.envs.make import make_async_env, make_env
+from .rl.policy import WorkerPolicy
+from .rl.sampling.episodes import play_episodes
+from .rl.sampling.normalization import NormalizerState
 
 __all__ = ["Evaluation", "evaluate", "load_policy", "saved_normalizer"]
 
@@ -101,33 +103,6 @@ def _write_video(path: Path, frames: list[np.ndarray], fps: int) -> None:
                           "use a .gif, or pip install imageio-ffmpeg for .mp4") from exc  # fmt: skip
 
 
-def _greedy(policy: WorkerPolicy, obs: Any, normalizer: NormalizerState | None = None) -> Any:
-    """The policy's greedy action for one observation, as the env takes it."""
-    if normalizer is not None:
-        obs = normalizer.normalize(obs)
-    batch = tree_map(lambda x: np.asarray(x)[None], obs)  # one row, in the space's own dtype
-    return policy.env_actions(policy.greedy_actions(batch))[0]
-
-
-async def _async_episodes(spec: Any, policy: WorkerPolicy, episodes: int, seed: int) -> tuple[list[float], list[int]]:
-    """``episodes`` greedy episodes of an ``AsyncEnv``, one after another, on one env."""
-    env = make_async_env(spec)
-    returns: list[float] = []
-    lengths: list[int] = []
-    try:
-        for episode in range(episodes):
-            obs, _ = await env.reset(seed=seed + episode)
-            total, steps, done = 0.0, 0, False
-            while not done:
-                obs, reward, terminated, truncated, _ = await env.step(_greedy(policy, obs))
-                total, steps, done = total + float(reward), steps + 1, terminated or truncated
-            returns.append(total)
-            lengths.append(steps)
-    finally:
-        await env.close()
-    return returns, lengths
-
-
 def evaluate(
     checkpoint: str | os.PathLike[str],
     episodes: int = 10,
@@ -151,35 +126,32 @@ def evaluate(
         _imageio()  # checked before the episodes are run, not after
         with open(video, "wb"):  # and that the file can be written at all (read-only folder: an OSError now)
             pass
-    if algo.async_env:
-        if video is not None:
-            raise ConfigError("--video needs an env given as a gymnasium id, not an AsyncEnv")
-        played: tuple[list[float], list[int]] = run_coroutine(_async_episodes(algo.config.env, policy, episodes, seed))
-        return Evaluation(played[0], played[1], None)
+    if algo.async_env and video is not None:
+        raise ConfigError("--video needs an env given as a gymnasium id, not an AsyncEnv")
     spec = algo.config.worker_env(training=False)
-    env = _render_env(spec) if video is not None else make_env(spec)
-    returns: list[float] = []
-    lengths: list[int] = []
     frames: list[np.ndarray] = []
-    try:
-        for episode in range(episodes):
-            obs, _ = env.reset(seed=seed + episode)
-            if isinstance(policy, StatefulPolicy):  # a recurrent policy's memory
-                policy.reset_state()
-            total, steps, done = 0.0, 0, False
-            while not done:
-                if video is not None and episode == 0 and len(frames) < video_frames:
-                    try:
-                        frames.append(np.asarray(env.render()))
-                    except gym.error.DependencyNotInstalled as exc:
-                        raise ConfigError(f"--video: {exc}") from exc
-                action = _greedy(policy, obs, normalizer)
-                obs, reward, terminated, truncated, _ = env.step(action)
-                total, steps, done = total + float(reward), steps + 1, terminated or truncated
-            returns.append(total)
-            lengths.append(steps)
-    finally:
-        env.close()
+
+    async def play() -> tuple[list[float], list[int]]:
+        # Made in the loop that steps it (an AsyncEnv may bind itself to the running loop).
+        env: Any = make_async_env(spec) if algo.async_env else _render_env(spec) if video else make_env(spec)
+
+        def record(episode: int) -> None:  # the first episode's frames, up to video_frames
+            if episode == 0 and len(frames) < video_frames:
+                try:
+                    frames.append(np.asarray(env.render()))
+                except gym.error.DependencyNotInstalled as exc:
+                    raise ConfigError(f"--video: {exc}") from exc
+
+        check = EnvChecker(spec, env.observation_space, 0)
+        try:
+            return await play_episodes(env, policy, episodes, seed=seed, normalizer=normalizer, check=check,
+                                       before_step=record if video is not None else None)  # fmt: skip
+        finally:
+            closed = env.close()
+            if inspect.isawaitable(closed):
+                await closed
+
+    returns, lengths = run_coroutine(play())
     path = None
     if video is not None:
         path = Path(video)

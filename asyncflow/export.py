@@ -34,13 +34,13 @@ from torch import nn
 
 from .errors import ConfigError
 from .evaluate import load_policy, saved_normalizer
-from .rl.action_mask import masked
-from .rl.actor_critic import ActorCriticPolicy
-from .rl.continuous import DeterministicPolicy, SquashedGaussianPolicy
+from .rl.envs.action_mask import masked
 from .rl.models.distributions import ActionHead
-from .rl.normalization import EPS, NormalizerState
-from .rl.q_learning import EpsilonGreedyPolicy
-from .rl.recurrent import Recurrent
+from .rl.policies.actor_critic import ActorCriticPolicy
+from .rl.policies.continuous import DeterministicPolicy, SquashedGaussianPolicy
+from .rl.policies.epsilon_greedy import EpsilonGreedyPolicy
+from .rl.policies.recurrent import Recurrent
+from .rl.sampling.normalization import EPS, NormalizerState
 
 __all__ = ["example_batch", "export_policy", "greedy_module"]
 

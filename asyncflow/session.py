@@ -37,7 +37,7 @@ from typing import Any, ClassVar
 
 import torch
 
-from .actors import TORCH_FREE_PRELOAD, ActorHandle, Runtime, open_runtime, prefer_torch_free_fork_server
+from .actors import ActorHandle, Runtime, open_runtime, prefer_torch_free_fork_server, torch_free_preload
 from .algorithms._checkpoint import read_checkpoint, write_checkpoint
 from .algorithms._config import AlgorithmConfig
 from .algorithms._inference import worker_numpy_net
@@ -46,23 +46,23 @@ from .errors import CheckpointError, ClosedError, ConfigError
 from .flow._context import FlowContext, set_context
 from .flow.learner_thread import LearnerThread
 from .flow.metrics import Result
-from .rl.action_mask import has_action_mask
-from .rl.async_worker import AsyncRolloutWorker
-from .rl.env import probe_env
-from .rl.env_checks import env_name
-from .rl.evaluation_worker import EvaluationWorker, summarize_episodes
+from .rl.data.state import get_state, set_state
+from .rl.envs.action_mask import has_action_mask
+from .rl.envs.checks import env_name
+from .rl.envs.make import probe_env
+from .rl.envs.multi_agent import make_multi_agent_env
+from .rl.envs.spaces import check_action_space, check_observation_space
 from .rl.models import build_model, check_model, model_name
 from .rl.models.config import custom_model
-from .rl.multi_agent import make_multi_agent_env
-from .rl.multi_agent_worker import MultiAgentRolloutWorker
-from .rl.nets import one_torch_thread
-from .rl.normalization import NormalizerState, check_normalizable
-from .rl.numpy_policy import NumpyActorCriticPolicy
+from .rl.models.nets import one_torch_thread
+from .rl.policies.numpy_policy import NumpyActorCriticPolicy
 from .rl.policy import PolicyFactory, WorkerPolicy, check_learner
-from .rl.rollout_worker import RolloutWorker
-from .rl.spaces import check_action_space, check_observation_space
-from .rl.state import get_state, set_state
-from .rl.worker_set import WorkerSet
+from .rl.sampling.async_worker import AsyncRolloutWorker
+from .rl.sampling.evaluation_worker import EvaluationWorker, summarize_episodes
+from .rl.sampling.multi_agent_worker import MultiAgentRolloutWorker
+from .rl.sampling.normalization import NormalizerState, check_normalizable
+from .rl.sampling.rollout_worker import RolloutWorker
+from .rl.sampling.worker_set import WorkerSet
 
 __all__ = ["Algorithm", "ResumeWarning"]
 
@@ -237,13 +237,14 @@ class Algorithm:
         elif backend == "process":
             options["niceness"] = c.rollouts.niceness
             if self.numpy_net is not None:
-                options["preload"] = TORCH_FREE_PRELOAD
+                options["preload"] = torch_free_preload()
         runtime = await self._stack.enter_async_context(open_runtime(backend, **options))  # type: ignore[arg-type]
         self.runtime = runtime
         rollouts = c.rollouts
-        count = max(rollouts.num_workers, 1)
-        runtime.check_fits(count, num_cpus=rollouts.num_cpus_per_worker, num_gpus=rollouts.num_gpus_per_worker)
-        spawns = self._spawn_workers(runtime)
+        if recipe.samples:
+            count = max(rollouts.num_workers, 1)
+            runtime.check_fits(count, num_cpus=rollouts.num_cpus_per_worker, num_gpus=rollouts.num_gpus_per_worker)
+        spawns = self._spawn_workers(runtime) if recipe.samples else []
         self.learner = recipe.learner(c, self.spaces)
         learners = recipe.learners(self.learner)
         for learner in learners:
@@ -419,7 +420,14 @@ class Algorithm:
         if len(states) != len(self.workers):
             raise CheckpointError(f"the checkpoint has {len(states)} workers, this run {len(self.workers)}")
         await self.ctx.learner_thread.run(set_state, self.learner, payload["learner"])
-        await self.workers.set_states(states)
+        if any(state is None for state in states):  # formats 1 and 2: pickled workers of another layout
+            warnings.warn(f"a checkpoint of format {payload.get('format')} keeps its workers as an older "
+                          "asyncflow had them: the resumed run's workers start new episodes with the "
+                          "learner's weights (policy, counters and statistics continue)",
+                          ResumeWarning, stacklevel=2)  # fmt: skip
+            await self.workers.broadcast(self.learner.get_weights())
+        else:
+            await self.workers.set_states(states)
         self.workers.latest_weights = self.learner.get_weights()  # what a restarted worker gets
         resources = self.recipe.resources
         if resources is not None and payload["extra"] is not None:

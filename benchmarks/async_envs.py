@@ -47,8 +47,8 @@ import asyncflow
 from asyncflow.flow import FlowContext, parallel_rollouts
 from asyncflow.rl import ActorCriticPolicy, AsyncRolloutWorker
 from asyncflow.rl.models.numpy_export import numpy_net
-from asyncflow.rl.numpy_policy import NumpyActorCriticPolicy
-from asyncflow.rl.worker_set import WorkerSet
+from asyncflow.rl.policies.numpy_policy import NumpyActorCriticPolicy
+from asyncflow.rl.sampling.worker_set import WorkerSet
 
 WORKERS, ENVS_PER_WORKER, FRAGMENT = 2, 64, 32
 

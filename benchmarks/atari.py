@@ -9,7 +9,7 @@ identical preprocessing everywhere, side by side in one run:
   - gymnasium ``AsyncVectorEnv(shared_memory=True)``;
   - Stable-Baselines3 ``SubprocVecEnv``.
 
-Preprocessing (asyncflow's Atari default, ``asyncflow.rl.atari``): up to 30 no-ops at reset,
+Preprocessing (asyncflow's Atari default, ``asyncflow.rl.envs.atari``): up to 30 no-ops at reset,
 frame skip 4 with a max over the last two frames, 84x84 grayscale, a stack of 4, episodic
 life, clipped rewards, ``v5``'s sticky actions (0.25). EnvPool gets the same through its own
 options (``repeat_action_probability=0.25``, ``episodic_life=True``, ``reward_clip=True``,
@@ -42,8 +42,8 @@ from _table import machine_line, print_table, ratio
 import asyncflow
 from asyncflow.flow import FlowContext, parallel_rollouts
 from asyncflow.rl import RandomPolicy, RolloutWorker
-from asyncflow.rl.atari import AtariEnv
-from asyncflow.rl.worker_set import WorkerSet
+from asyncflow.rl.envs.atari import AtariEnv
+from asyncflow.rl.sampling.worker_set import WorkerSet
 
 FRAGMENT = 64
 

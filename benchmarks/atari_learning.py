@@ -5,7 +5,7 @@ Hyperparameters: ``examples/atari/ppo.yaml`` (rl-baselines3-zoo's Atari PPO: 8 e
 4 epochs of minibatches of 256, lr 2.5e-4, clip 0.1, entropy 0.01, value 0.5, GAE 0.95, gradient
 norm 0.5, advantages standardized per minibatch), both with constant lr and clip, and the Nature
 CNN with one 512-unit layer (SB3's ``CnnPolicy``; asyncflow's CNN encoder with ``hidden: [512]``).
-Preprocessing: asyncflow's Atari default (``asyncflow.rl.atari.AtariEnv``) for both; SB3 steps its
+Preprocessing: asyncflow's Atari default (``asyncflow.rl.envs.atari.AtariEnv``) for both; SB3 steps its
 8 envs in a ``SubprocVecEnv``.
 
 Precision: asyncflow's learner takes the config's ``learner_precision: auto``, which is bfloat16
@@ -40,9 +40,9 @@ from _table import machine_line, print_table, ratio
 from asyncflow.algorithms import PPO, PPOConfig
 from asyncflow.config_file import load_config_file
 from asyncflow.plot import plot_runs
-from asyncflow.rl.atari import AtariEnv
-from asyncflow.rl.device import resolve_device
-from asyncflow.rl.precision import PRECISIONS, resolve_precision
+from asyncflow.rl.envs.atari import AtariEnv
+from asyncflow.rl.learners.device import resolve_device
+from asyncflow.rl.learners.precision import PRECISIONS, resolve_precision
 
 ROOT = Path(__file__).resolve().parent.parent
 FRAME_SKIP = 4

@@ -31,8 +31,8 @@ from _table import machine_line, print_table
 
 from asyncflow.algorithms import DQN, PPO, DQNConfig, PPOConfig
 from asyncflow.config_file import load_config_file
-from asyncflow.rl.precision import native_bfloat16
-from asyncflow.rl.sample_batch import SampleBatch
+from asyncflow.rl.data.sample_batch import SampleBatch
+from asyncflow.rl.learners.precision import native_bfloat16
 
 ROOT = Path(__file__).resolve().parent.parent
 ENV = "ALE/Breakout-v5"

@@ -40,7 +40,7 @@ from _table import machine_line, print_table, ratio
 import asyncflow
 from asyncflow.flow import FlowContext, parallel_rollouts
 from asyncflow.rl import ActorCriticPolicy, RandomPolicy, RolloutWorker
-from asyncflow.rl.worker_set import WorkerSet
+from asyncflow.rl.sampling.worker_set import WorkerSet
 
 ENV = "CartPole-v1"
 FRAGMENT = 64

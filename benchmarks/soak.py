@@ -38,7 +38,7 @@ from _table import machine_line, print_table
 
 from asyncflow.actors._ring import SEGMENT_PREFIX
 from asyncflow.algorithms import PPO, Algorithm, ApexDQN, ApexDQNConfig, PPOConfig
-from asyncflow.rl.worker_set import WorkerTimeoutWarning
+from asyncflow.rl.sampling.worker_set import WorkerTimeoutWarning
 
 RESTARTS = 10_000  # no limit in practice: a soak kills far more often than a run would crash
 

@@ -17,8 +17,8 @@ import asyncflow
 from asyncflow import flow
 from asyncflow.algorithms.ppo import PPOConfig, ppo_loss
 from asyncflow.rl import ActorCriticPolicy, RolloutWorker
-from asyncflow.rl.env import probe_spaces
-from asyncflow.rl.worker_set import WorkerSet
+from asyncflow.rl.envs.make import probe_spaces
+from asyncflow.rl.sampling.worker_set import WorkerSet
 
 
 async def main() -> None:
@@ -34,8 +34,9 @@ async def main() -> None:
         )
         await workers.broadcast(learner.get_weights())
 
-        # The plan: five operators, counting into one context.
-        with flow.use_context(flow.FlowContext()):
+        # The plan: five operators, counting into one context. Leaving the block ends what the
+        # plan has in flight (samples being collected, the learner's thread).
+        async with flow.FlowContext():
             rollouts = flow.parallel_rollouts(workers, mode="async", num_async=2)
             batches = flow.concat_batches(rollouts, min_batch_size=2048)
             batches = flow.standardize_fields(batches, ["advantages"])
@@ -47,7 +48,6 @@ async def main() -> None:
                       f"return {result['episode_return_mean']:6.1f}  kl {result['learner']['kl']:.4f}")  # fmt: skip
                 if result["training_iteration"] >= args.iterations:
                     break
-            await results.aclose()  # closes the whole chain and cancels samples in flight
 
 
 if __name__ == "__main__":

@@ -11,10 +11,11 @@ import torch
 import asyncflow
 from asyncflow import ConfigError
 from asyncflow.algorithms import PPO, SAC, PPOConfig, SACConfig
-from asyncflow.rl.actor_critic import ActorCriticPolicy
-from asyncflow.rl.continuous import SACLearner, TD3Learner
-from asyncflow.rl.sample_batch import SampleBatch
-from asyncflow.rl.trajectory import Postprocessing, Segment
+from asyncflow.algorithms.sac import SACLearner
+from asyncflow.algorithms.td3 import TD3Learner
+from asyncflow.rl.data.sample_batch import SampleBatch
+from asyncflow.rl.policies.actor_critic import ActorCriticPolicy
+from asyncflow.rl.sampling.trajectory import Postprocessing, Segment
 
 from .conftest import actor_children
 

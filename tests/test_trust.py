@@ -23,7 +23,7 @@ from asyncflow.algorithms import PPO, Algorithm, PPOConfig
 from asyncflow.algorithms import _checkpoint as checkpoint_file
 from asyncflow.algorithms._checkpoint import LEGACY_MAGIC, read_checkpoint, write_checkpoint
 from asyncflow.experiment import RunLock
-from asyncflow.rl.state_tree import Pickled
+from asyncflow.rl.data.state_tree import Pickled
 
 PPO_LOCAL = dict(num_workers=0, num_envs_per_worker=2, rollout_fragment_length=32, train_batch_size=64,
                  minibatch_size=32, num_epochs=1, seed=3)  # fmt: skip
@@ -306,3 +306,28 @@ def test_stop_conditions_must_be_reachable_numbers(tmp_path: Path) -> None:
     message = _one_line(_cli("train", "ppo", "--stop-time", "nan", "--logdir", "runs", cwd=tmp_path))
     assert "--stop-time" in message and not (tmp_path / "runs").exists()
     assert time.perf_counter() - started < 60
+
+
+LEGACY = Path(__file__).parent / "data"
+
+
+@pytest.mark.parametrize("name", ["ppo", "dqn"])
+async def test_checkpoints_of_format_2_load_behind_the_opt_in_and_go_on(name: str) -> None:
+    """Checkpoints written by the asyncflow before format 3 (a pickle, with a flat config and
+    the modules of its day): refused without trust_code; with it, the config is read as the
+    shorthands its flat fields are, the learner and counters come back, and the workers,
+    pickled in another layout, start new episodes with the learner's weights."""
+    path = LEGACY / f"{name}_cartpole_format2.ckpt"
+    with pytest.raises(CheckpointTrustError, match="format 2"):
+        Algorithm.restore(path)
+    saved = read_checkpoint(path, trust_code=True)
+    algo = Algorithm.restore(path, trust_code=True)
+    assert algo.name == name and algo.config.env == "CartPole-v1" and algo.config.rollouts.num_workers == 0
+    with pytest.warns(UserWarning, match="start new episodes with the learner's weights"):
+        async with algo:
+            weights = algo.learner.get_weights().vector.copy()
+            async for result in algo.train():  # noqa: B007 - the first iteration is the one checked
+                break
+    assert result["training_iteration"] == saved["ctx"]["counters"]["training_iteration"] + 1
+    assert result["num_env_steps_sampled"] > saved["ctx"]["counters"]["num_env_steps_sampled"]
+    assert weights.shape == algo.learner.get_weights().vector.shape and weights.any()

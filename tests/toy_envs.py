@@ -280,7 +280,7 @@ class ScriptedGame(gym.Env[np.ndarray, int]):
 
 def scripted_atari() -> gym.Env[Any, Any]:
     """``ScriptedGame`` behind the Atari wrappers a training env gets: game scores, lives, clipping."""
-    from asyncflow.rl.atari import ClipReward, EpisodicLife, GameScore
+    from asyncflow.rl.envs.atari import ClipReward, EpisodicLife, GameScore
 
     return gym.wrappers.FrameStackObservation(ClipReward(EpisodicLife(GameScore(ScriptedGame()))), 4)
 

@@ -1,7 +1,8 @@
 """``ActorHandle``: what ``Runtime.spawn`` returns.
 
-``await handle.method(*args)`` (or ``await handle.call("method", *args)``)
-runs a method in the actor; many calls may be in flight at once. A handle
+``await handle.method(*args)`` (or ``await handle.call(Class.method, *args)``, which a type
+checker follows to the method and checks the arguments of; or by name,
+``handle.call("method", *args)``) runs a method in the actor; many calls may be in flight at once. A handle
 outlives restarts: when its process dies and the restart policy allows, a new
 process is built from the same constructor arguments, calls made meanwhile
 wait for it, and ``handle.restarts`` counts how often that happened.
@@ -11,11 +12,19 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable, Generator, Iterable
-from typing import Any, Protocol
+from typing import Any, Concatenate, ParamSpec, Protocol, TypeVar, overload
 
 from ..errors import ActorDiedError, ClosedError, ConfigError
 
-__all__ = ["ActorHandle", "Transport", "check_method_names"]
+__all__ = ["ActorHandle", "Transport", "check_method_names", "method_name"]
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+def method_name(method: str | Callable[..., Any]) -> str:
+    """The name of an actor method given by name or as the method itself (``Class.method``)."""
+    return method if isinstance(method, str) else method.__name__
 
 
 class Transport(Protocol):
@@ -140,8 +149,19 @@ class ActorHandle:
             known = ", ".join(sorted(self._methods)) or "none"
             raise AttributeError(f"actor {self.name!r} ({self.type_name}) has no method {name!r}; its methods: {known}")
 
-    def call(self, method: str, /, *args: Any, **kwargs: Any) -> Awaitable[Any]:
-        """Run ``method`` in the actor; await the returned future for its result."""
+    @overload
+    def call(
+        self, method: Callable[Concatenate[Any, P], Awaitable[R]], /, *args: P.args, **kwargs: P.kwargs
+    ) -> Awaitable[R]: ...
+    @overload
+    def call(self, method: Callable[Concatenate[Any, P], R], /, *args: P.args, **kwargs: P.kwargs) -> Awaitable[R]: ...
+    @overload
+    def call(self, method: str, /, *args: Any, **kwargs: Any) -> Awaitable[Any]: ...
+
+    def call(self, method: str | Callable[..., Any], /, *args: Any, **kwargs: Any) -> Awaitable[Any]:
+        """Run ``method`` (``Class.method``, or its name) in the actor; await the returned
+        future for its result."""
+        method = method_name(method)
         self._check_open()
         self._check_method(method)
         self._raise_notify_errors()
@@ -149,8 +169,15 @@ class ActorHandle:
             return asyncio.ensure_future(self._call_after_restart(method, args, kwargs))
         return self._transport.call(method, args, kwargs)
 
-    def notify(self, method: str, /, *args: Any, **kwargs: Any) -> None:
-        """Run ``method`` without waiting for an answer; a failure surfaces at the next call."""
+    @overload
+    def notify(self, method: Callable[Concatenate[Any, P], Any], /, *args: P.args, **kwargs: P.kwargs) -> None: ...
+    @overload
+    def notify(self, method: str, /, *args: Any, **kwargs: Any) -> None: ...
+
+    def notify(self, method: str | Callable[..., Any], /, *args: Any, **kwargs: Any) -> None:
+        """Run ``method`` (``Class.method``, or its name) without waiting for an answer; a
+        failure surfaces at the next call."""
+        method = method_name(method)
         transport = self._transport
         if self._closed or self._failed is not None or method not in self._methods or transport.notify_errors:
             self._check_open()  # each raises its own error

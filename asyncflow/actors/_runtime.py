@@ -38,7 +38,8 @@ from ._serialize import dumps_by_value
 from ._server_exit import imported_by_the_fork_server, preload_with_quick_exit
 
 __all__ = [
-    "TORCH_FREE_PRELOAD",
+    "add_preload",
+    "torch_free_preload",
     "Runtime",
     "RuntimeStatistics",
     "open_runtime",
@@ -58,25 +59,30 @@ _stopping_server = threading.Event()  # stop_fork_server() is at work: the warm-
 _warmups: list[threading.Thread] = []
 
 
+BASE_PRELOAD = ("asyncflow.actors._worker", "numpy")
+"""What the fork server always imports: the actor layer's own modules."""
+
+_preloads: dict[bool, list[str]] = {False: [], True: []}  # torch_free -> what the layers above added
+
+
+def add_preload(modules: Sequence[str], *, torch_free: bool = False) -> None:
+    """Modules the fork server should import once, so that actors start warm. The layers
+    above say what their actors need (``asyncflow.algorithms`` adds torch, gymnasium and its
+    workers' modules); with ``torch_free``, the list for actors that never load torch
+    (``prefer_torch_free_fork_server``). Only servers started afterwards see them."""
+    listed = _preloads[torch_free]
+    listed += [m for m in modules if m not in listed]
+
+
 def default_preload() -> list[str]:
-    """Modules the fork server imports once, so that actors start warm."""
-    mods = ["asyncflow.actors._worker", "numpy"]
-    mods += [m for m in ("torch", "gymnasium", "asyncflow.algorithms") if _importable(m)]
-    if "asyncflow.algorithms" in mods:  # the worker-side modules of the algorithms, which load lazily
-        mods += ["asyncflow.rl.q_learning", "asyncflow.rl.continuous", "asyncflow.rl.replay_actor"]
-    return mods
+    """Modules the fork server imports once: ``BASE_PRELOAD`` and what ``add_preload``
+    added, where importable."""
+    return [*BASE_PRELOAD, *(m for m in _preloads[False] if _importable(m))]
 
 
-TORCH_FREE_PRELOAD = [
-    "asyncflow.actors._worker",
-    "numpy",
-    "gymnasium",
-    "asyncflow.rl.rollout_worker",
-    "asyncflow.rl.async_worker",
-    "asyncflow.rl.evaluation_worker",
-    "asyncflow.rl.numpy_policy",
-]
-"""The fork server's imports for actors that never load torch (``prefer_torch_free_fork_server``)."""
+def torch_free_preload() -> list[str]:
+    """The fork server's imports for actors that never load torch."""
+    return [*BASE_PRELOAD, *_preloads[True]]
 
 
 def _importable(module: str) -> bool:
@@ -103,6 +109,145 @@ def _noop() -> None:
     pass
 
 
+TransportMaker = Callable[[ActorHandle], Transport]
+"""What a backend hands ``ActorHandle``: a function that starts one incarnation of an actor."""
+
+
+class _LocalBackend:
+    """Actors as objects in this process (``local``): for debugging and exact replay."""
+
+    def __init__(self, runtime: Runtime) -> None:
+        pass
+
+    async def open(self) -> None:
+        pass
+
+    async def wait_ready(self) -> None:
+        pass
+
+    async def settle(self) -> None:
+        """Before the actors are closed: let what the backend started on its own finish."""
+
+    async def close(self) -> None:
+        """After the actors are closed: release what the backend holds."""
+
+    async def transport(self, spec: _ActorSpec) -> TransportMaker:
+        return lambda handle: LocalTransport(spec.name, spec.factory, spec.args, spec.kwargs)
+
+    def check_fits(self, count: int, num_cpus: float, num_gpus: float) -> None:
+        pass
+
+    def share(self, value: Any) -> Any:
+        return value
+
+
+class _ProcessBackend(_LocalBackend):
+    """One process per actor on this machine, forked from the fork server, talking over
+    shared-memory rings (``process``, the default)."""
+
+    def __init__(self, runtime: Runtime) -> None:
+        self.runtime = runtime
+        self._warm: asyncio.Future[None] | None = None
+
+    async def open(self) -> None:
+        _live_runtimes.add(self.runtime)
+        sweep_stale_segments()  # what drivers killed with -9 left in /dev/shm
+        if self.runtime._options.start_method == "forkserver":
+            global _fork_server_used
+            _fork_server_used = True
+            _kill_spare()  # the server it starts from is the one it keeps
+            _unpin_early_servers()  # the driver's imports are over: what it forks gets every CPU
+            ctx = multiprocessing.get_context("forkserver")
+            ctx.set_forkserver_preload(self.runtime._preload)
+            # Warm the fork server in the background: its first child waits
+            # for the preloaded imports, later ones fork in milliseconds.
+            loop = asyncio.get_running_loop()
+            self._warm = asyncio.ensure_future(loop.run_in_executor(None, _warm_forkserver))
+
+    async def wait_ready(self) -> None:
+        if self._warm is not None:
+            await asyncio.shield(self._warm)
+
+    async def settle(self) -> None:
+        if self._warm is not None:
+            await asyncio.wait([self._warm])
+            if not self._warm.cancelled():
+                self._warm.exception()  # retrieved: a failed warm-up surfaces at spawn
+
+    async def transport(self, spec: _ActorSpec) -> TransportMaker:
+        payload = spec.payload()
+        await self.wait_ready()
+        options, event_loop = self.runtime._options, actor_event_loop(spec.factory)
+        return lambda handle: ProcessTransport(spec.name, payload, options, handle._on_exit, event_loop)
+
+
+class _RayBackend(_LocalBackend):
+    """Ray actors (``ray``, an optional extra): the same interface on more machines than one."""
+
+    def __init__(self, runtime: Runtime) -> None:
+        import_ray()  # a ConfigError naming the extra, before anything starts
+        self.runtime = runtime
+        self._attached = False
+
+    async def open(self) -> None:
+        from . import _ray_cluster
+
+        _ray_cluster.attach(self.runtime._address, self.runtime._ray_init)
+        self._attached = True
+
+    async def close(self) -> None:
+        if self._attached:
+            from . import _ray_cluster
+
+            self._attached = False
+            _ray_cluster.detach()
+
+    async def transport(self, spec: _ActorSpec) -> TransportMaker:
+        from ._ray_cluster import check_feasible
+
+        payload = spec.payload()
+        check_feasible(spec.name, spec.num_cpus, spec.num_gpus)
+        opts = self.runtime._options
+        options = RayOptions(opts.torch_threads, opts.stop_timeout, float(spec.num_cpus), float(spec.num_gpus))
+        return lambda handle: RayTransport(spec.name, payload, options, handle._on_exit)
+
+    def check_fits(self, count: int, num_cpus: float, num_gpus: float) -> None:
+        from ._ray_cluster import check_feasible
+
+        check_feasible("", num_cpus, num_gpus, count)
+
+    def share(self, value: Any) -> Any:
+        from ._ray_cluster import share
+
+        return share(value)
+
+
+_BACKENDS: dict[str, type[_LocalBackend]] = {"process": _ProcessBackend, "local": _LocalBackend, "ray": _RayBackend}
+"""The one place a backend is chosen by name: a new backend is a class here and its transport."""
+
+
+@dataclass(frozen=True)
+class _ActorSpec:
+    """What ``spawn`` was given for one actor."""
+
+    name: str
+    type_name: str
+    factory: Callable[..., Any]
+    args: tuple[Any, ...]
+    kwargs: dict[str, Any]
+    num_cpus: float
+    num_gpus: float
+
+    def payload(self) -> bytes:
+        """The constructor and its arguments, pickled for another process."""
+        try:
+            return dumps_by_value((self.factory, self.args, self.kwargs))
+        except Exception as exc:
+            raise SerializationError(
+                f"cannot pickle the constructor of actor {self.name!r} ({self.type_name}): {exc}"
+            ) from exc
+
+
 class Runtime:
     """Spawns actors and owns them; use through :func:`open_runtime`."""
 
@@ -119,11 +264,9 @@ class Runtime:
         address: str | None = None,
         ray_init: Mapping[str, Any] | None = None,
     ) -> None:
-        if backend not in ("process", "local", "ray"):
+        if backend not in _BACKENDS:
             raise ConfigError(f"backend must be 'process', 'local' or 'ray', not {backend!r}")
-        if backend == "ray":
-            import_ray()  # a ConfigError naming the extra, before anything starts
-        elif address is not None or ray_init is not None:
+        if backend != "ray" and (address is not None or ray_init is not None):
             raise ConfigError(f"address and ray_init are options of backend='ray', not of {backend!r}")
         if start_method not in ("forkserver", "spawn"):
             raise ConfigError(f"start_method must be 'forkserver' or 'spawn', not {start_method!r}")
@@ -136,34 +279,15 @@ class Runtime:
             start_method, torch_threads, niceness=niceness, ring_bytes=ring_bytes, stop_timeout=stop_timeout
         )
         self._address, self._ray_init = address, ray_init
-        self._on_ray = False  # attached to Ray (released at close)
         self._preload = preload_with_quick_exit(default_preload() if preload is None else preload)
         self._handles: list[ActorHandle] = []
         self._closed = False
-        self._warm: asyncio.Future[None] | None = None
+        self._backend = _BACKENDS[backend](self)
 
     # -- lifecycle -------------------------------------------------------
 
     async def __aenter__(self) -> Runtime:
-        if self.backend == "ray":
-            from . import _ray_cluster
-
-            _ray_cluster.attach(self._address, self._ray_init)
-            self._on_ray = True
-        if self.backend == "process":
-            _live_runtimes.add(self)
-            sweep_stale_segments()  # what drivers killed with -9 left in /dev/shm
-            if self._options.start_method == "forkserver":
-                global _fork_server_used
-                _fork_server_used = True
-                _kill_spare()  # the server it starts from is the one it keeps
-                _unpin_early_servers()  # the driver's imports are over: what it forks gets every CPU
-                ctx = multiprocessing.get_context("forkserver")
-                ctx.set_forkserver_preload(self._preload)
-                # Warm the fork server in the background: its first child waits
-                # for the preloaded imports, later ones fork in milliseconds.
-                loop = asyncio.get_running_loop()
-                self._warm = asyncio.ensure_future(loop.run_in_executor(None, _warm_forkserver))
+        await self._backend.open()
         return self
 
     async def __aexit__(self, *exc_info: object) -> None:
@@ -171,8 +295,7 @@ class Runtime:
 
     async def wait_ready(self) -> None:
         """Wait until the fork server has preloaded its modules."""
-        if self._warm is not None:
-            await asyncio.shield(self._warm)
+        await self._backend.wait_ready()
 
     async def aclose(self) -> None:
         """Stop every actor and release everything. Idempotent."""
@@ -191,18 +314,11 @@ class Runtime:
         _live_runtimes.discard(self)
 
     async def _close_all(self) -> None:
-        if self._warm is not None:
-            await asyncio.wait([self._warm])
-            if not self._warm.cancelled():
-                self._warm.exception()  # retrieved: a failed warm-up surfaces at spawn
+        await self._backend.settle()
         handles, self._handles = self._handles, []
         if handles:
             await asyncio.gather(*(h.close() for h in handles), return_exceptions=True)
-        if self._on_ray:
-            from . import _ray_cluster
-
-            self._on_ray = False
-            _ray_cluster.detach()
+        await self._backend.close()
 
     def _kill_now(self) -> None:
         for handle in self._handles:
@@ -242,37 +358,8 @@ class Runtime:
             check_method_names(type_name, (n for n in dir(factory) if not n.startswith("_")
                                            and callable(getattr(factory, n, None))))  # fmt: skip
         name = name or f"{type_name}-{next(_names)}"
-        make: Callable[[ActorHandle], Transport]
-        if self.backend == "local":
-
-            def make(handle: ActorHandle) -> Transport:
-                return LocalTransport(name, factory, args, kwargs)
-
-        else:
-            try:
-                payload = dumps_by_value((factory, args, kwargs))
-            except Exception as exc:
-                raise SerializationError(
-                    f"cannot pickle the constructor of actor {name!r} ({type_name}): {exc}"
-                ) from exc
-            await self.wait_ready()
-            if self.backend == "ray":
-                from ._ray_cluster import check_feasible
-
-                check_feasible(name, num_cpus, num_gpus)
-                opts = self._options
-                ray_options = RayOptions(opts.torch_threads, opts.stop_timeout, float(num_cpus), float(num_gpus))
-
-                def make(handle: ActorHandle) -> Transport:
-                    return RayTransport(name, payload, ray_options, handle._on_exit)
-
-            else:
-                event_loop = actor_event_loop(factory)
-
-                def make(handle: ActorHandle) -> Transport:
-                    return ProcessTransport(name, payload, self._options, handle._on_exit, event_loop)
-
-        handle = ActorHandle(name, type_name, make, max_restarts)
+        spec = _ActorSpec(name, type_name, factory, args, kwargs, num_cpus, num_gpus)
+        handle = ActorHandle(name, type_name, await self._backend.transport(spec), max_restarts)
         self._handles.append(handle)
         try:
             await handle._start()
@@ -301,19 +388,12 @@ class Runtime:
     def check_fits(self, count: int, *, num_cpus: float = 0, num_gpus: float = 0) -> None:
         """On Ray: a ``ConfigError`` when ``count`` actors of these resources can never all run
         on the cluster (they would wait forever); nothing on the other backends."""
-        if self.backend == "ray":
-            from ._ray_cluster import check_feasible
-
-            check_feasible("", num_cpus, num_gpus, count)
+        self._backend.check_fits(count, num_cpus, num_gpus)
 
     def share(self, value: Any) -> Any:
         """What to pass to many actors instead of ``value``: on Ray, one reference to one copy in
         the object store (an actor receives the value itself); on the other backends, ``value``."""
-        if self.backend != "ray":
-            return value
-        from ._ray_cluster import share
-
-        return share(value)
+        return self._backend.share(value)
 
     @property
     def closed(self) -> bool:
@@ -376,7 +456,7 @@ def start_fork_server_early() -> None:
     the server's imports run on the other core while the driver's run on this
     one: a script's first result comes about 2.5 s sooner on two cores
     (``benchmarks/startup.py``). A spare server without torch starts beside it
-    (``TORCH_FREE_PRELOAD``, well under a second of imports): a run whose workers
+    (``torch_free_preload()``, well under a second of imports): a run whose workers
     need no torch takes the spare, warm by then, and the torch server is killed
     (``prefer_torch_free_fork_server``); the first runtime that uses the torch
     server kills the spare. Bad input still gets its ``ConfigError`` before any
@@ -395,7 +475,7 @@ def start_fork_server_early() -> None:
     if "torch" in _preloaded_by(_main_server()):
         global _spare
         spare = multiprocessing.forkserver.ForkServer()
-        spare.set_forkserver_preload(preload_with_quick_exit(TORCH_FREE_PRELOAD))
+        spare.set_forkserver_preload(preload_with_quick_exit(torch_free_preload()))
         _spare = spare  # first: a Ctrl-C raised in its start still finds it to stop
         with _sigint_blocked():
             spare.ensure_running()
@@ -455,12 +535,12 @@ def _set_affinity(pids: list[int], cpus: set[int]) -> None:
 
 def prefer_torch_free_fork_server() -> None:
     """Serve this process's actors from the spare fork server, which preloads
-    ``TORCH_FREE_PRELOAD``, if the early one preloads torch and no runtime has used it
+    ``torch_free_preload()``, if the early one preloads torch and no runtime has used it
     yet: an algorithm whose workers never import torch calls this once its config is
     checked. ``import asyncflow.algorithms`` started both servers, not yet knowing the
     config; the torch image (about 100 MB of the run's PSS) would sit unused, so that
     server is killed. Without a spare (it was killed, or the early start was off) the
-    server is restarted with ``TORCH_FREE_PRELOAD``. Afterwards an actor that needs torch
+    server is restarted with ``torch_free_preload()``. Afterwards an actor that needs torch
     still runs: it imports torch itself, in 1.5 s or so and its own memory. Nothing
     happens when a runtime of this process used the server."""
     global _spare
@@ -471,7 +551,7 @@ def prefer_torch_free_fork_server() -> None:
     _kill_main_server()
     spare, _spare = _spare, None
     if spare is None or spare._forkserver_pid is None:  # type: ignore[attr-defined]
-        start_fork_server(TORCH_FREE_PRELOAD)
+        start_fork_server(torch_free_preload())
         return
     server = _main_server()
     for name in ("_forkserver_address", "_forkserver_alive_fd", "_forkserver_pid", "_preload_modules"):

@@ -10,8 +10,10 @@ module loads when its name is first used (``__getattr__`` below).
 import importlib
 from typing import TYPE_CHECKING, Any
 
+from .. import _preload
 from ..actors import start_fork_server_early
 
+_preload.register()  # what the fork server should import (the actor layer names no module itself)
 start_fork_server_early()
 
 from ..session import Algorithm, ResumeWarning  # noqa: E402

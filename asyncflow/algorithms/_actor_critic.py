@@ -8,9 +8,9 @@ import functools
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
-from ..rl.actor_critic import ActorCriticPolicy, LossFn
-from ..rl.recurrent import recurrent_policy
-from ..rl.trajectory import PostprocessMode
+from ..rl.policies.actor_critic import ActorCriticPolicy, LossFn
+from ..rl.policies.recurrent import recurrent_policy
+from ..rl.sampling.trajectory import PostprocessMode
 from ._config import AlgorithmConfig, OnPolicyConfig
 from ._recipe import Spaces, Workers
 

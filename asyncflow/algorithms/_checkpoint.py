@@ -10,7 +10,7 @@ Layout (safetensors, so its tools read the arrays too)::
                                                           "data_offsets": [begin, end]}, ...}
     the arrays, one after another, widest dtypes first (each stays aligned)
 
-The state tree (``rl/state_tree.py``) refers to the arrays by name. ``sha256`` covers the
+The state tree (``rl/data/state_tree.py``) refers to the arrays by name. ``sha256`` covers the
 config, the state, the array index and the data: a file damaged in place (a flipped byte in
 the weights) is a ``CheckpointError`` that says so, not a run that trains on garbage. It is
 not a signature: the format is safe because nothing in it is executed, not because of it.
@@ -45,8 +45,9 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import CheckpointError, CheckpointImportError, CheckpointTrustError
-from ..rl.state_tree import decode, encode
+from .._fields import is_config
+from ..errors import CheckpointError, CheckpointImportError, CheckpointTrustError, ConfigError
+from ..rl.data.state_tree import decode, encode
 
 __all__ = ["FORMAT", "VERSION", "read_checkpoint", "write_checkpoint", "write_exclusively"]
 
@@ -215,13 +216,77 @@ def _arrays(path: Path, data: bytearray, index: dict[str, Any], start: int) -> d
 # -- formats 1 and 2 -------------------------------------------------------------------------
 
 
-_MOVED: dict[str, str] = {}
+_MOVED: dict[str, str] = {
+    "asyncflow.rl.action_mask": "asyncflow.rl.envs.action_mask",
+    "asyncflow.rl.actor_critic": "asyncflow.rl.policies.actor_critic",
+    "asyncflow.rl.async_env": "asyncflow.rl.envs.async_env",
+    "asyncflow.rl.async_worker": "asyncflow.rl.sampling.async_worker",
+    "asyncflow.rl.atari": "asyncflow.rl.envs.atari",
+    "asyncflow.rl.attributes": "asyncflow.rl.sampling.attributes",
+    "asyncflow.rl.continuous": "asyncflow.rl.policies.continuous",
+    "asyncflow.rl.device": "asyncflow.rl.learners.device",
+    "asyncflow.rl.env": "asyncflow.rl.envs.make",
+    "asyncflow.rl.env_checks": "asyncflow.rl.envs.checks",
+    "asyncflow.rl.evaluation_worker": "asyncflow.rl.sampling.evaluation_worker",
+    "asyncflow.rl.frame_store": "asyncflow.rl.data.frame_store",
+    "asyncflow.rl.multi_agent": "asyncflow.rl.envs.multi_agent",
+    "asyncflow.rl.multi_agent_worker": "asyncflow.rl.sampling.multi_agent_worker",
+    "asyncflow.rl.nets": "asyncflow.rl.models.nets",
+    "asyncflow.rl.normalization": "asyncflow.rl.sampling.normalization",
+    "asyncflow.rl.numpy_policy": "asyncflow.rl.policies.numpy_policy",
+    "asyncflow.rl.optim": "asyncflow.rl.learners.optim",
+    "asyncflow.rl.postprocessing": "asyncflow.rl.sampling.postprocessing",
+    "asyncflow.rl.precision": "asyncflow.rl.learners.precision",
+    "asyncflow.rl.q_learning": "asyncflow.rl.policies.epsilon_greedy",
+    "asyncflow.rl.random_policy": "asyncflow.rl.policies.random_policy",
+    "asyncflow.rl.recurrent": "asyncflow.rl.policies.recurrent",
+    "asyncflow.rl.replay_actor": "asyncflow.rl.data.replay_actor",
+    "asyncflow.rl.replay_buffer": "asyncflow.rl.data.replay_buffer",
+    "asyncflow.rl.rollout_worker": "asyncflow.rl.sampling.rollout_worker",
+    "asyncflow.rl.sample_batch": "asyncflow.rl.data.sample_batch",
+    "asyncflow.rl.spaces": "asyncflow.rl.envs.spaces",
+    "asyncflow.rl.state": "asyncflow.rl.data.state",
+    "asyncflow.rl.state_tree": "asyncflow.rl.data.state_tree",
+    "asyncflow.rl.sum_tree": "asyncflow.rl.data.sum_tree",
+    "asyncflow.rl.trajectory": "asyncflow.rl.sampling.trajectory",
+    "asyncflow.rl.tree": "asyncflow.rl.data.tree",
+    "asyncflow.rl.vtrace": "asyncflow.rl.learners.vtrace",
+    "asyncflow.rl.worker_set": "asyncflow.rl.sampling.worker_set",
+}
 """Old module -> new module, for the classes that formats 1 and 2 pickled by reference."""
+
+
+class _FlatConfig:
+    """A config as formats 1 and 2 pickled it, its fields flat (``lr``, ``num_workers``,
+    ...): built again, once unpickled, as its class is now (``_modern``), the flat names
+    read as the shorthands they are. A name the class no longer has is dropped: the flat
+    class gave every algorithm every field (``lam`` to DQN), used or not."""
+
+    target: type
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.state = state
 
 
 class _LegacyUnpickler(pickle.Unpickler):
     def find_class(self, module: str, name: str) -> Any:
-        return super().find_class(_MOVED.get(module, module), name)
+        found = super().find_class(_MOVED.get(module, module), name)
+        if isinstance(found, type) and is_config(found):
+            return type(f"Flat{found.__name__}", (_FlatConfig,), {"target": found})
+        return found
+
+
+def _modern(value: Any) -> Any:
+    """``value`` with each ``_FlatConfig`` in it built as its config class is now."""
+    if isinstance(value, _FlatConfig):
+        cls: Any = value.target
+        known = {path.partition(".")[0] for path in cls.__config_paths__} | set(cls.__config_shorthands__)
+        return cls.build({k: _modern(v) for k, v in value.state.items() if k in known})
+    if isinstance(value, dict):
+        return {k: _modern(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return type(value)(_modern(v) for v in value)
+    return value
 
 
 def _read_legacy(path: Path, data: bytes, trust_code: bool) -> dict[str, Any]:
@@ -258,5 +323,11 @@ def _read_legacy(path: Path, data: bytes, trust_code: bool) -> dict[str, Any]:
         raise CheckpointError(f"{path} is damaged (truncated or corrupt): {type(exc).__name__}: {exc}") from exc
     if not isinstance(payload, dict) or "algorithm" not in payload:
         raise CheckpointError(f"{path} does not hold an algorithm's state")
+    if isinstance(payload.get("workers"), list):  # each worker's attributes as that asyncflow had them
+        payload["workers"] = [None] * len(payload["workers"])
+    try:
+        payload = dict(_modern(payload))
+    except ConfigError as exc:
+        raise CheckpointError(f"{path}: its config does not fit this asyncflow: {exc}") from exc
     payload["format"] = int(version)
     return payload

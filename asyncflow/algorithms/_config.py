@@ -25,12 +25,12 @@ from typing import Any, ClassVar
 
 from .._fields import Fields, config_class, field, part, to_dict
 from ..errors import CheckpointError, CheckpointTrustError, ConfigError
-from ..rl.atari import AtariEnv, AtariOptions, is_atari_id
-from ..rl.device import resolve_device
-from ..rl.env import EnvSpec
+from ..rl.data.state_tree import Pickled, Untrusted, storable
+from ..rl.envs.atari import AtariEnv, AtariOptions, is_atari_id
+from ..rl.envs.make import EnvSpec
+from ..rl.learners.device import resolve_device
+from ..rl.learners.precision import resolve_precision
 from ..rl.models.config import ModelConfig
-from ..rl.precision import resolve_precision
-from ..rl.state_tree import Pickled, Untrusted, storable
 
 __all__ = [
     "SHORTHANDS",
@@ -50,7 +50,7 @@ __all__ = [
 
 @config_class
 class AtariConfig(Fields):
-    """The standard Atari preprocessing (``asyncflow.rl.atari``), for ``ALE/...`` ids."""
+    """The standard Atari preprocessing (``asyncflow.rl.envs.atari``), for ``ALE/...`` ids."""
 
     preprocessing: bool = True
     """Preprocess ``ALE/...`` ids (the fields below); False: the raw env as gymnasium makes it."""
@@ -180,7 +180,7 @@ class LearnerConfig(Fields):
     """The learner's forward passes: "float32", "bfloat16" (mixed precision under
     ``torch.autocast``; weights, gradients and the optimizer stay float32), or "auto" (bfloat16
     where ``device`` computes it natively: a CUDA GPU from compute capability 8.0, a CPU with AMX
-    or AVX512-BF16; else float32). See ``asyncflow/rl/precision.py``."""
+    or AVX512-BF16; else float32). See ``asyncflow/rl/learners/precision.py``."""
     torch_threads: int | None = field(default=None, min=1)
     """Torch threads of the learner's SGD steps; None: one for models without convolutions (their
     small steps run faster on one), all of this machine's cores (up to 8) for a CNN."""

@@ -1,6 +1,6 @@
 """Whether an algorithm's rollout workers run their policy in numpy (``rollouts.inference``).
 
-A worker that runs the built-in MLP in numpy (``rl/numpy_policy.py``) never
+A worker that runs the built-in MLP in numpy (``rl/policies/numpy_policy.py``) never
 imports torch; when every worker of a run is such, the fork server is
 restarted without torch too (``prefer_torch_free_fork_server``), and the run
 costs the machine two torch images fewer (``benchmarks/footprint.py``).
@@ -11,10 +11,10 @@ from __future__ import annotations
 from typing import Any
 
 from ..errors import ConfigError
-from ..rl.action_mask import has_action_mask
+from ..rl.envs.action_mask import has_action_mask
 from ..rl.models import build_model
 from ..rl.models.numpy_export import numpy_net
-from ..rl.numpy_policy import NumpyNet
+from ..rl.policies.numpy_policy import NumpyNet
 from ._config import AlgorithmConfig
 from ._recipe import Recipe, Spaces
 

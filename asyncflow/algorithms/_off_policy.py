@@ -22,8 +22,8 @@ from ..errors import CheckpointError
 from ..flow import concurrently, once_per_steps, parallel_rollouts, report_metrics
 from ..flow.learner import learn_on_batches, sync_weights, update_priorities, update_target_network
 from ..flow.replay import replay, store_to_replay_buffer
+from ..rl.data.replay_buffer import PrioritizedReplayBuffer, ReplayBuffer
 from ..rl.policy import Learner
-from ..rl.replay_buffer import PrioritizedReplayBuffer, ReplayBuffer
 from ._config import AlgorithmConfig, algorithm_config, field
 from ._recipe import Plan, Resources, Run
 

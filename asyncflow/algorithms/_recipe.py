@@ -30,11 +30,11 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 import gymnasium as gym
 
 from ..errors import ConfigError
+from ..rl.envs.spaces import Family
 from ..rl.models.config import ModelSpec
 from ..rl.policy import PolicyFactory
-from ..rl.spaces import Family
-from ..rl.trajectory import PostprocessMode
-from ..rl.worker_set import WorkerSet
+from ..rl.sampling.trajectory import PostprocessMode
+from ..rl.sampling.worker_set import WorkerSet
 from ._config import AlgorithmConfig
 
 if TYPE_CHECKING:
@@ -169,11 +169,14 @@ class Recipe(Generic[C, L, R]):
     """Its learner, from the config and the spaces (``Spaces``, or a mapping of them by policy id)."""
     workers: Callable[[C, Any], Workers | MultiAgentWorkers]
     """What its workers run (the spaces as for ``learner``; ``Workers.policy`` may be replaced by
-    the numpy policy, ``rollouts.inference``)."""
+    the numpy policy, ``rollouts.inference``): the rollout workers, and the evaluation workers."""
     models: Callable[[C], Mapping[str, PolicyModel]]
     """Its policies' models by policy id (one, ``"default"``, for a single-agent algorithm)."""
     capabilities: Capabilities = Capabilities()
     resources: Resources[C, R] | None = None
+    samples: bool = True
+    """Whether its plan samples from rollout workers. False: it learns from what its resources
+    hold (a dataset); no rollout worker starts, and the env gives the spaces and evaluation."""
     learners: Callable[[L], list[Any]] = one_learner
     """The learners (torch modules) inside what ``learner`` built: their models decide the
     learner thread's torch threads."""
@@ -211,7 +214,7 @@ def check_capabilities(recipe: Recipe[Any, Any, Any], config: AlgorithmConfig, i
     if c.rollouts.vector_env:
         if not caps.vector_env:
             raise ConfigError(f"vector_env: {name}'s {caps.vector_env_reason}; leave vector_env off")
-        from ..rl.env import check_vector_env
+        from ..rl.envs.make import check_vector_env
 
         check_vector_env(c.env)
     if is_async and not caps.async_env:

@@ -10,9 +10,9 @@ before one update (RLlib's A2C microbatching)::
     parallel_rollouts -> concat_batches(microbatch) -> compute_gradients
         -> batch(n) -> average_gradients -> apply_gradients -> report_metrics
 
-Where each part lives: acting and GAE in the workers (``rl/rollout_worker.py``,
-``rl/trajectory.py``, ``rl/postprocessing.py``); the loss is ``a2c_loss`` below; one update
-per batch (``ActorCriticPolicy.learn_on_batch``, ``rl/actor_critic.py``), or gradients per
+Where each part lives: acting and GAE in the workers (``rl/sampling/rollout_worker.py``,
+``rl/sampling/trajectory.py``, ``rl/sampling/postprocessing.py``); the loss is ``a2c_loss`` below; one update
+per batch (``ActorCriticPolicy.learn_on_batch``, ``rl/policies/actor_critic.py``), or gradients per
 microbatch averaged (``flow/train.py``); weights back to the workers in ``train_one_step`` or
 ``apply_gradients`` (``flow/train.py``).
 """
@@ -35,7 +35,7 @@ from ..flow import (
     report_metrics,
     train_one_step,
 )
-from ..rl.actor_critic import ActorCritic, ActorCriticPolicy
+from ..rl.policies.actor_critic import ActorCritic, ActorCriticPolicy
 from ..session import Algorithm
 from ._actor_critic import ActorCriticLearner, ActorCriticWorkers
 from ._config import OnPolicyConfig, algorithm_config, field

@@ -8,7 +8,7 @@ Each worker's gradients are applied as they arrive, and the new weights go
 back to that worker only; the others keep sampling undisturbed.
 
 Where each part lives: each worker samples, computes GAE and takes the gradient of
-``a2c_loss`` on its own sample (``RolloutWorker.sample_with_gradients``, ``rl/rollout_worker.py``);
+``a2c_loss`` on its own sample (``RolloutWorker.sample_with_gradients``, ``rl/sampling/rollout_worker.py``);
 ``async_gradients`` (``flow/rollouts.py``) gathers them as they land; ``apply_gradients``
 (``flow/train.py``) steps Adam and sends the weights back to that worker.
 """
@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from ..errors import ConfigError
 from ..flow import apply_gradients, async_gradients, report_metrics
-from ..rl.actor_critic import ActorCriticPolicy
+from ..rl.policies.actor_critic import ActorCriticPolicy
 from ..session import Algorithm
 from ._actor_critic import ActorCriticLearner, ActorCriticWorkers
 from ._config import algorithm_config

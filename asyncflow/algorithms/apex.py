@@ -13,8 +13,8 @@ Plan (RLlib Flow, Fig. 7: three asynchronous pieces, here two branches)::
 Each replay shard is a ``ReplayActor`` process; a shard that dies is
 restarted empty (``max_replay_restarts``) and refills from the store branch.
 
-Where each part lives: the per-worker epsilons (``apex_epsilon``, ``rl/q_learning.py``);
-the replay shards (``ReplayActor``, ``rl/replay_actor.py``, each a ``PrioritizedReplayBuffer`` by default);
+Where each part lives: the per-worker epsilons (``apex_epsilon``, ``rl/policies/epsilon_greedy.py``);
+the replay shards (``ReplayActor``, ``rl/data/replay_actor.py``, each a ``PrioritizedReplayBuffer`` by default);
 the learner and its loss (DQN's ``DQNLearner``); priorities back to each batch's shard
 (``update_priorities``, ``flow/learner.py``).
 """
@@ -30,13 +30,13 @@ from ..errors import ConfigError
 from ..flow import concurrently, once_per_steps, parallel_rollouts, report_metrics
 from ..flow.learner import train_async, update_priorities, update_target_network, update_worker_weights
 from ..flow.replay import replay, store_to_replay_buffer
-from ..rl.q_learning import DQNLearner, apex_policy
-from ..rl.replay_actor import ReplayActor
-from ..rl.worker_set import WorkerSet
+from ..rl.data.replay_actor import ReplayActor
+from ..rl.policies.epsilon_greedy import apex_policy
+from ..rl.sampling.worker_set import WorkerSet
 from ..session import Algorithm
 from ._config import algorithm_config, field
 from ._recipe import Plan, Recipe, Resources, Run, Spaces, Workers
-from .dqn import DQN_CAPABILITIES, DQN_MODELS, DQNConfig, dqn_learner
+from .dqn import DQN_CAPABILITIES, DQN_MODELS, DQNConfig, DQNLearner, dqn_learner
 
 __all__ = ["ApexDQN", "ApexDQNConfig"]
 

@@ -12,7 +12,7 @@ Plan::
     parallel_rollouts(async) -> train_async -> sync_weights(to_source)
         -> update_target_network -> once_per_steps -> report_metrics
 
-Where each part lives: IMPALA's plan and V-trace (``impala.py``, ``rl/vtrace.py``);
+Where each part lives: IMPALA's plan and V-trace (``impala.py``, ``rl/learners/vtrace.py``);
 the surrogate against the target policy is ``appo_loss`` below; the target copy lives in
 ``TargetSequencePolicy`` below and moves in ``update_target_network`` (``flow/learner.py``).
 """
@@ -27,9 +27,9 @@ import torch
 
 from ..flow import once_per_steps, parallel_rollouts, report_metrics
 from ..flow.learner import sync_weights, train_async, update_target_network
-from ..rl.actor_critic import ActorCritic
-from ..rl.device import to_numpy
-from ..rl.sample_batch import ACTIONS, OBS, SampleBatch
+from ..rl.data.sample_batch import ACTIONS, OBS, SampleBatch
+from ..rl.learners.device import to_numpy
+from ..rl.policies.actor_critic import ActorCritic
 from ..session import Algorithm
 from ._actor_critic import ActorCriticLearner, ActorCriticWorkers
 from ._config import algorithm_config, field

@@ -12,10 +12,10 @@ Each worker's sample (``num_envs_per_worker`` sequences of
 the policy lag between the worker's weights and the learner's.
 
 Where each part lives: the workers sample sequences with their (lagging) weights
-(``rl/rollout_worker.py``); ``train_async`` (``flow/learner.py``) queues them for the learner
+(``rl/sampling/rollout_worker.py``); ``train_async`` (``flow/learner.py``) queues them for the learner
 thread; ``SequencePolicy.learn_on_batch`` below trains on each in order (no shuffling);
 ``vtrace_targets`` below reshapes the rows into time-major sequences and calls ``vtrace``
-(``rl/vtrace.py``) for the corrected value targets and policy-gradient advantages;
+(``rl/learners/vtrace.py``) for the corrected value targets and policy-gradient advantages;
 ``impala_loss`` below is the loss; ``sync_weights(to_source=True)`` (``flow/learner.py``)
 sends the new weights back to the worker that sampled.
 """
@@ -30,10 +30,10 @@ import torch
 from ..errors import ConfigError
 from ..flow import once_per_steps, parallel_rollouts, report_metrics
 from ..flow.learner import sync_weights, train_async
-from ..rl.actor_critic import ActorCritic, ActorCriticPolicy
-from ..rl.recurrent import RecurrentActorCritic
-from ..rl.sample_batch import ACTIONS, DISCOUNTS, DONES, LOGP, NEXT_OBS, OBS, REWARDS, SampleBatch
-from ..rl.vtrace import vtrace
+from ..rl.data.sample_batch import ACTIONS, DISCOUNTS, DONES, LOGP, NEXT_OBS, OBS, REWARDS, SampleBatch
+from ..rl.learners.vtrace import vtrace
+from ..rl.policies.actor_critic import ActorCritic, ActorCriticPolicy
+from ..rl.policies.recurrent import RecurrentActorCritic
 from ..session import Algorithm
 from ._actor_critic import ActorCriticLearner, ActorCriticWorkers
 from ._config import AlgorithmConfig, algorithm_config, field

@@ -5,9 +5,9 @@ Plan::
     parallel_rollouts -> concat_batches -> standardize_fields -> train_one_step -> report_metrics
 
 Where each part lives: the workers compute discounted returns, with no critic
-(``Postprocessing(use_critic=False)`` in ``rl/trajectory.py``); the plan standardizes them
+(``Postprocessing(use_critic=False)`` in ``rl/sampling/trajectory.py``); the plan standardizes them
 (``standardize_fields``, ``flow/train.py``); the loss is ``pg_loss`` below, one update per batch
-(``ActorCriticPolicy.learn_on_batch``, ``rl/actor_critic.py``).
+(``ActorCriticPolicy.learn_on_batch``, ``rl/policies/actor_critic.py``).
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import torch
 
 from ..errors import ConfigError
 from ..flow import concat_batches, parallel_rollouts, report_metrics, standardize_fields, train_one_step
-from ..rl.actor_critic import ActorCritic, ActorCriticPolicy
+from ..rl.policies.actor_critic import ActorCritic, ActorCriticPolicy
 from ..session import Algorithm
 from ._actor_critic import ActorCriticLearner, ActorCriticWorkers
 from ._config import OnPolicyConfig, algorithm_config

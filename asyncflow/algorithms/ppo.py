@@ -20,17 +20,17 @@ steps per sample win even when they need a few more samples.
 
 Where each part lives, in the order one iteration runs:
 
-- acting: each rollout worker (``rl/rollout_worker.py``) asks its policy for actions,
-  log-probabilities and values (``ActorCriticPolicy.compute_actions`` in ``rl/actor_critic.py``,
-  or its numpy twin ``rl/numpy_policy.py``);
-- GAE advantages and value targets: ``Postprocessing`` (``rl/trajectory.py``) calls
-  ``compute_gae`` (``rl/postprocessing.py``) in the worker, per segment, bootstrapping from
+- acting: each rollout worker (``rl/sampling/rollout_worker.py``) asks its policy for actions,
+  log-probabilities and values (``ActorCriticPolicy.compute_actions`` in ``rl/policies/actor_critic.py``,
+  or its numpy twin ``rl/policies/numpy_policy.py``);
+- GAE advantages and value targets: ``Postprocessing`` (``rl/sampling/trajectory.py``) calls
+  ``compute_gae`` (``rl/sampling/postprocessing.py``) in the worker, per segment, bootstrapping from
   the value of the last observation and of truncated episodes' final ones;
 - advantage standardization (``standardize_advantages``): per training batch in the plan's
   ``standardize_fields`` (``flow/train.py``), as RLlib does, or per minibatch in ``ppo_loss``,
   as Stable-Baselines3, CleanRL and OpenAI Baselines' ppo2 do;
 - epochs of shuffled minibatches, gradient-norm clipping and Adam (eps 1e-5):
-  ``ActorCriticPolicy.learn_on_batch`` (``rl/actor_critic.py``, ``rl/optim.py``);
+  ``ActorCriticPolicy.learn_on_batch`` (``rl/policies/actor_critic.py``, ``rl/learners/optim.py``);
 - the clipped surrogate, the value loss and the entropy bonus: ``ppo_loss`` below;
 - the new weights to every worker: ``train_one_step`` (``flow/train.py``).
 """
@@ -44,7 +44,7 @@ import torch
 
 from ..errors import ConfigError
 from ..flow import concat_batches, parallel_rollouts, report_metrics, standardize_fields, train_one_step
-from ..rl.actor_critic import ActorCritic, ActorCriticPolicy
+from ..rl.policies.actor_critic import ActorCritic, ActorCriticPolicy
 from ..session import Algorithm
 from ._actor_critic import ActorCriticLearner, ActorCriticWorkers
 from ._config import OnPolicyConfig, algorithm_config, field

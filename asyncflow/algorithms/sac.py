@@ -6,22 +6,101 @@ critics softly (``tau``) after every step, so there is no separate target
 update operator.
 
 Where each part lives: acting with a squashed Gaussian (``SquashedGaussianPolicy``,
-``rl/continuous.py``); the twin-critic, actor and temperature steps and the soft target update
-(``SACLearner.learn_on_batch``, ``rl/continuous.py``); replay and the plan (``_off_policy.py``).
+``rl/policies/continuous.py``); the twin-critic, actor and temperature steps and the soft target update
+(``SACLearner.learn_on_batch`` below, on ``rl/learners/continuous.py``); replay and the plan (``_off_policy.py``).
 """
 
 from __future__ import annotations
 
 import functools
+import math
+from collections.abc import Sequence
+from typing import Any
 
-from ..rl.continuous import SACLearner, SquashedGaussianPolicy
-from ..rl.replay_buffer import ReplayBuffer
+import gymnasium as gym
+import torch
+
+from ..rl.data.replay_buffer import ReplayBuffer
+from ..rl.data.sample_batch import SampleBatch
+from ..rl.learners.continuous import ContinuousLearner, batch_tensors, guarded_step
+from ..rl.learners.device import to_numpy
+from ..rl.learners.optim import Adam
+from ..rl.models import ModelSpec
+from ..rl.models.nets import polyak_update
+from ..rl.policies.continuous import SquashedGaussianPolicy, squashed_gaussian
+from ..rl.policy import ReplayUpdate
 from ..session import Algorithm
 from ._config import algorithm_config, field
 from ._off_policy import REPLAY_BUFFER, ReplayConfig, replay_plan
 from ._recipe import Recipe, Spaces, Workers, single_model
 
-__all__ = ["SAC", "SACConfig"]
+__all__ = ["SAC", "SACConfig", "SACLearner"]
+
+
+class SACLearner(ContinuousLearner):
+    """Soft actor-critic (Haarnoja et al. 2018, with automatic temperature)."""
+
+    def __init__(
+        self,
+        observation_space: gym.Space[Any],
+        action_space: gym.Space[Any],
+        *,
+        model: ModelSpec = None,
+        hidden: Sequence[int] = (256, 256),
+        actor_lr: float = 3e-4,
+        critic_lr: float = 3e-4,
+        alpha_lr: float = 3e-4,
+        initial_alpha: float = 1.0,
+        target_entropy: float | None = None,
+        tau: float = 0.005,
+        seed: int = 0,
+        device: str | torch.device = "cpu",
+        max_nonfinite_updates: int = 10,
+        max_grad_norm: float | None = None,
+    ) -> None:
+        super().__init__(observation_space, action_space, model=model, hidden=hidden, gaussian=True, num_q=2,
+                         actor_lr=actor_lr, critic_lr=critic_lr, tau=tau, seed=seed, device=device,
+                         max_nonfinite_updates=max_nonfinite_updates, max_grad_norm=max_grad_norm)  # fmt: skip
+        self.log_alpha = torch.tensor(math.log(initial_alpha), device=self.device, requires_grad=True)
+        self._actor_loss = self._entropy = 0.0
+        self.target_entropy = -float(self.act_dim) if target_entropy is None else target_entropy
+        self.alpha_opt = Adam([self.log_alpha], lr=alpha_lr)  # type: ignore[list-item]
+
+    def learn_on_batch(self, batch: SampleBatch) -> ReplayUpdate | dict[str, float]:
+        """One critic, actor and temperature step: its stats and TD errors (only the stats when skipped)."""
+        obs, actions, rewards, next_obs, discounts, w = batch_tensors(batch, self.device)
+        alpha = self.log_alpha.detach().exp()
+        with torch.no_grad():
+            next_actions, next_logp = squashed_gaussian(self.actor(next_obs), generator=self.generator)
+            t = self.target(next_obs, next_actions)
+            targets = rewards + discounts * (torch.min(t[:, 0], t[:, 1]) - alpha * next_logp)
+        q1 = self._critic_step(obs, actions, targets, w)
+        if q1 is None:  # skipped: nothing moves, no priorities from NaN
+            return {"skipped_updates": float(self.guard.skipped)}
+        logp = torch.zeros(())
+
+        def actor_loss() -> torch.Tensor:
+            nonlocal logp
+            new_actions, logp = squashed_gaussian(self.actor(obs), generator=self.generator)
+            q_pi: torch.Tensor = self.critic(obs, new_actions)
+            return (alpha * logp - torch.min(q_pi[:, 0], q_pi[:, 1])).mean()
+
+        loss = self._actor_step(actor_loss)
+        if loss is not None:
+            self._actor_loss, self._entropy = float(loss.detach()), float(-logp.detach().mean())
+            alpha_loss = -(self.log_alpha * (logp.detach() + self.target_entropy)).mean()
+            guarded_step(self.guard, self.alpha_opt, alpha_loss, [self.log_alpha], self.max_grad_norm)  # type: ignore[list-item]
+        polyak_update(self.target, self.critic, self.tau)
+        self.version += 1
+        stats = {
+            "critic_loss": self._critic_loss,
+            "actor_loss": self._actor_loss,
+            "alpha": float(alpha),
+            "entropy": self._entropy,
+            "mean_q": float(q1.mean()),
+            "skipped_updates": float(self.guard.skipped),
+        }
+        return ReplayUpdate(stats, to_numpy((q1 - targets).abs()))
 
 
 @algorithm_config(defaults={"env": "Pendulum-v1", "num_envs_per_worker": 1, "rollout_fragment_length": 8, "lr": 1e-3,

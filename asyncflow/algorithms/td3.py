@@ -7,23 +7,97 @@ three switched off. Plan: the replay plan of ``_off_policy.py``; targets are
 updated softly inside the learner.
 
 Where each part lives: acting with Gaussian exploration noise (``DeterministicPolicy``,
-``rl/continuous.py``); the clipped double-Q critic step, the delayed actor step, target
-smoothing and the soft target updates (``TD3Learner.learn_on_batch``, ``rl/continuous.py``);
+``rl/policies/continuous.py``); the clipped double-Q critic step, the delayed actor step, target
+smoothing and the soft target updates (``TD3Learner.learn_on_batch`` below, on ``rl/learners/continuous.py``);
 replay and the plan (``_off_policy.py``).
 """
 
 from __future__ import annotations
 
+import copy
 import functools
+from collections.abc import Sequence
+from typing import Any
 
-from ..rl.continuous import DeterministicPolicy, TD3Learner
-from ..rl.replay_buffer import ReplayBuffer
+import gymnasium as gym
+import torch
+
+from ..rl.data.replay_buffer import ReplayBuffer
+from ..rl.data.sample_batch import SampleBatch
+from ..rl.learners.continuous import ContinuousLearner, batch_tensors
+from ..rl.learners.device import to_numpy
+from ..rl.models import ModelSpec
+from ..rl.models.nets import polyak_update
+from ..rl.policies.continuous import DeterministicPolicy
+from ..rl.policy import ReplayUpdate
 from ..session import Algorithm
 from ._config import algorithm_config, field
 from ._off_policy import REPLAY_BUFFER, ReplayConfig, replay_plan
 from ._recipe import Recipe, Spaces, Workers, single_model
 
-__all__ = ["DDPG", "TD3", "DDPGConfig", "TD3Config"]
+__all__ = ["DDPG", "TD3", "DDPGConfig", "TD3Config", "TD3Learner"]
+
+
+class TD3Learner(ContinuousLearner):
+    """TD3 (Fujimoto et al. 2018): clipped double Q, target policy smoothing,
+    delayed actor and target updates. DDPG (Lillicrap et al. 2016) is the
+    special case ``twin_q=False, policy_delay=1, target_noise=0``."""
+
+    def __init__(
+        self,
+        observation_space: gym.Space[Any],
+        action_space: gym.Space[Any],
+        *,
+        model: ModelSpec = None,
+        hidden: Sequence[int] = (256, 256),
+        actor_lr: float = 1e-3,
+        critic_lr: float = 1e-3,
+        tau: float = 0.005,
+        twin_q: bool = True,
+        policy_delay: int = 2,
+        target_noise: float = 0.2,
+        target_noise_clip: float = 0.5,
+        seed: int = 0,
+        device: str | torch.device = "cpu",
+        max_nonfinite_updates: int = 10,
+        max_grad_norm: float | None = None,
+    ) -> None:
+        super().__init__(observation_space, action_space, model=model, hidden=hidden, gaussian=False,
+                         num_q=2 if twin_q else 1, actor_lr=actor_lr, critic_lr=critic_lr, tau=tau, seed=seed,
+                         device=device, max_nonfinite_updates=max_nonfinite_updates,
+                         max_grad_norm=max_grad_norm)  # fmt: skip
+        self.target_actor = copy.deepcopy(self.actor).requires_grad_(False)
+        self.policy_delay = policy_delay
+        self.target_noise, self.target_noise_clip = target_noise, target_noise_clip
+        self.steps = 0
+        self._actor_loss = 0.0
+
+    def learn_on_batch(self, batch: SampleBatch) -> ReplayUpdate | dict[str, float]:
+        """One critic step, and every ``policy_delay`` steps an actor and target step."""
+        obs, actions, rewards, next_obs, discounts, w = batch_tensors(batch, self.device)
+        with torch.no_grad():
+            next_actions = torch.tanh(self.target_actor(next_obs))
+            if self.target_noise > 0:
+                noise = torch.randn(next_actions.shape, generator=self.generator, device=self.device)
+                noise = (noise * self.target_noise).clamp(-self.target_noise_clip, self.target_noise_clip)
+                next_actions = (next_actions + noise).clamp(-1, 1)
+            t = self.target(next_obs, next_actions)
+            next_q = torch.min(t[:, 0], t[:, 1]) if self.num_q == 2 else t[:, 0]
+            targets = rewards + discounts * next_q
+        q1 = self._critic_step(obs, actions, targets, w)
+        if q1 is None:  # skipped: nothing moves, no priorities from NaN
+            return {"skipped_updates": float(self.guard.skipped)}
+        self.steps += 1
+        if self.steps % self.policy_delay == 0:
+            loss = self._actor_step(lambda: -self.critic(obs, torch.tanh(self.actor(obs)))[:, 0].mean())
+            if loss is not None:
+                self._actor_loss = float(loss.detach())
+                polyak_update(self.target_actor, self.actor, self.tau)
+                polyak_update(self.target, self.critic, self.tau)
+                self.version += 1
+        stats = {"critic_loss": self._critic_loss, "actor_loss": self._actor_loss, "mean_q": float(q1.mean()),
+                 "skipped_updates": float(self.guard.skipped)}  # fmt: skip
+        return ReplayUpdate(stats, to_numpy((q1 - targets).abs()))
 
 
 @algorithm_config(defaults={"env": "Pendulum-v1", "num_envs_per_worker": 1, "rollout_fragment_length": 8, "lr": 1e-3,

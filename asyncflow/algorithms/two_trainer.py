@@ -42,14 +42,14 @@ from ..flow import (
 )
 from ..flow.learner import learn_on_batches, sync_weights, update_priorities, update_target_network
 from ..flow.replay import replay, store_to_replay_buffer
-from ..rl.actor_critic import ActorCriticPolicy
-from ..rl.multi_agent import MultiAgentCartPole
-from ..rl.multi_agent_worker import PolicySpec
+from ..rl.data.replay_buffer import ReplayBuffer
+from ..rl.data.sample_batch import MultiAgentBatch, SampleBatch
+from ..rl.data.state import get_state, set_state
+from ..rl.envs.multi_agent import MultiAgentCartPole
+from ..rl.policies.actor_critic import ActorCriticPolicy
+from ..rl.policies.epsilon_greedy import EpsilonGreedyPolicy
 from ..rl.policy import FlatWeights
-from ..rl.q_learning import EpsilonGreedyPolicy
-from ..rl.replay_buffer import ReplayBuffer
-from ..rl.sample_batch import MultiAgentBatch, SampleBatch
-from ..rl.state import get_state, set_state
+from ..rl.sampling.multi_agent_worker import PolicySpec
 from ..session import Algorithm
 from . import ppo
 from ._actor_critic import ActorCriticLearner

@@ -18,7 +18,7 @@ import asyncio
 import contextlib
 import time
 from collections import deque
-from collections.abc import Coroutine, Iterator
+from collections.abc import Coroutine, Iterator, Mapping
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
@@ -70,8 +70,6 @@ NUM_ENV_STEPS_SAMPLED = "num_env_steps_sampled"
 NUM_ENV_STEPS_TRAINED = "num_env_steps_trained"
 NUM_AGENT_STEPS_SAMPLED = "num_agent_steps_sampled"
 NUM_LEARNER_STEPS = "num_learner_steps"
-NUM_ENV_STEP_TIMEOUTS = "num_env_step_timeouts"
-NUM_ENV_ERRORS = "num_env_errors"
 TRAINING_ITERATION = "training_iteration"
 
 
@@ -101,13 +99,34 @@ class FlowContext:
     """Where the run's torch work runs (``learner_thread.py``)."""
     tasks: TaskSet = field(default_factory=TaskSet)
     """The run's background tasks (fan-in producers, evaluation)."""
+    _token: Any = field(default=None, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         self.episode_returns: deque[float] = deque(maxlen=self.smoothing_episodes)
         self.episode_lengths: deque[int] = deque(maxlen=self.smoothing_episodes)
         self.policy_returns: dict[str, deque[float]] = {}
-        self.training_returns: deque[float] = deque(maxlen=self.smoothing_episodes)
-        """Atari: the per-life, clipped-reward episodes the learner saw (``episode_returns`` are games)."""
+        self.values: dict[str, deque[float]] = {}
+        """The values samplers measured (``SampleBatch.metrics``), the latest ``smoothing_episodes``
+        of each (Atari's ``training_return``: the per-life, clipped-reward episodes the learner saw)."""
+        self.measured: set[str] = set()
+        """The counters that samplers measured (``SampleBatch.metrics``): results report each."""
+
+    async def __aenter__(self) -> FlowContext:
+        """``async with FlowContext() as ctx:`` runs a plan of your own (``Algorithm`` does the
+        same for its plans): the context is current inside the block, and leaving the block
+        ends the run's background tasks (samples in flight, fan-in producers) and its learner
+        thread, however the block ends; nothing needs closing by hand."""
+        self._token = _current.set(self)
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        try:
+            await self.tasks.aclose()
+        finally:
+            self.learner_thread.close()
+            token, self._token = self._token, None
+            if token is not None:
+                _current.reset(token)
 
     def add(self, counter: str, n: int) -> None:
         """Add ``n`` to a counter."""
@@ -133,9 +152,15 @@ class FlowContext:
         self.episode_lengths.extend(lengths)
         self.episodes_total += len(returns)
 
-    def record_training_returns(self, returns: list[float]) -> None:
-        """Note the returns of training episodes where they differ from the games (Atari)."""
-        self.training_returns.extend(returns)
+    def record_metrics(self, metrics: Mapping[str, int | list[float]]) -> None:
+        """Note what a sampler measured (``SampleBatch.metrics``): counts add to counters,
+        values to ``values``."""
+        for name, value in metrics.items():
+            if isinstance(value, list):
+                self.values.setdefault(name, deque(maxlen=self.smoothing_episodes)).extend(value)
+            else:
+                self.add(name, value)
+                self.measured.add(name)
 
     def record_policy_returns(self, returns: dict[str, list[float]]) -> None:
         """Each agent's own episode return, by the policy that controlled it."""
@@ -152,7 +177,8 @@ class FlowContext:
             "episode_returns": list(self.episode_returns),
             "episode_lengths": list(self.episode_lengths),
             "policy_returns": {p: list(r) for p, r in self.policy_returns.items()},
-            "training_returns": list(self.training_returns),
+            "values": {name: list(v) for name, v in self.values.items()},
+            "measured": sorted(self.measured),
             "episodes_total": self.episodes_total,
             "workers_restarted": self.workers_restarted,
             "elapsed_s": time.perf_counter() - self.start_time,
@@ -167,7 +193,10 @@ class FlowContext:
         self.episode_returns = deque(state["episode_returns"], maxlen=self.smoothing_episodes)
         self.episode_lengths = deque(state["episode_lengths"], maxlen=self.smoothing_episodes)
         self.policy_returns = {p: deque(r, maxlen=self.smoothing_episodes) for p, r in state["policy_returns"].items()}
-        self.training_returns = deque(state.get("training_returns", ()), maxlen=self.smoothing_episodes)
+        values = state.get("values", {"training_return": state.get("training_returns", [])})  # before: Atari's only
+        self.values = {name: deque(v, maxlen=self.smoothing_episodes) for name, v in values.items() if v}
+        self.measured = set(state.get("measured", [n for n in ("num_env_step_timeouts", "num_env_errors")
+                                                   if n in self.counters]))  # fmt: skip
         self.episodes_total = state["episodes_total"]
         self.workers_restarted = state["workers_restarted"]
         self.start_time = time.perf_counter() - state["elapsed_s"]  # time_total_s runs on
@@ -194,7 +223,7 @@ def current_context() -> FlowContext:
     except LookupError:
         raise NoContextError(
             "a flow operator ran outside any plan's context: iterate the plan inside "
-            "'with use_context(FlowContext()):', or through Algorithm.train()"
+            "'async with FlowContext():' (or 'with use_context(ctx):'), or through Algorithm.train()"
         ) from None
 
 

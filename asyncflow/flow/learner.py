@@ -33,10 +33,11 @@ import numpy as np
 
 from ..actors import ActorHandle
 from ..errors import ConfigError
+from ..rl.data.replay_buffer import BATCH_INDEXES, ReplayBuffer
+from ..rl.data.sample_batch import SampleBatch
 from ..rl.policy import Learner, ReplayUpdate, TargetLearner
-from ..rl.replay_buffer import BATCH_INDEXES, ReplayBuffer
-from ..rl.sample_batch import SampleBatch
-from ..rl.worker_set import WorkerSet
+from ..rl.sampling.protocols import ReplayShard
+from ..rl.sampling.worker_set import WorkerSet
 from ._context import NUM_ENV_STEPS_TRAINED, NUM_LEARNER_STEPS, FlowContext, current_context
 from ._util import closing, named
 from .concurrency import _fan_in
@@ -127,7 +128,7 @@ async def update_priorities(source: AsyncIterable[Trained]) -> AsyncIterator[Tra
                     if isinstance(item.source, ReplayBuffer):
                         item.source.update_priorities(item.indexes, item.td_error)
                     elif isinstance(item.source, ActorHandle):
-                        item.source.notify("update_priorities", item.indexes, item.td_error)
+                        item.source.notify(ReplayShard.update_priorities, item.indexes, item.td_error)
                 yield item
 
 

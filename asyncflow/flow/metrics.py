@@ -9,8 +9,6 @@ from typing import Any, TypeVar
 import numpy as np
 
 from ._context import (
-    NUM_ENV_ERRORS,
-    NUM_ENV_STEP_TIMEOUTS,
     NUM_ENV_STEPS_SAMPLED,
     NUM_ENV_STEPS_TRAINED,
     TRAINING_ITERATION,
@@ -119,12 +117,8 @@ async def report_metrics(source: AsyncIterable[Any], ctx: FlowContext | None = N
                         "episode_return_min": float(np.min(returns)) if returns else float("nan"),
                         "episode_return_max": float(np.max(returns)) if returns else float("nan"),
                         "episode_len_mean": float(np.mean(ctx.episode_lengths)) if returns else float("nan"),
-                        # Atari: the per-life clipped-reward episodes the learner saw (absent elsewhere)
-                        **(
-                            {"training_return_mean": float(np.mean(ctx.training_returns))}
-                            if ctx.training_returns
-                            else {}
-                        ),
+                        # what the samplers measured (SampleBatch.metrics): Atari's training_return, ...
+                        **{f"{name}_mean": float(np.mean(values)) for name, values in ctx.values.items() if values},
                         "episodes_this_iter": ctx.episodes_total - int(marks.get("report:episodes", 0)),
                         "episodes_total": ctx.episodes_total,
                         "num_env_steps_sampled": sampled,
@@ -136,8 +130,7 @@ async def report_metrics(source: AsyncIterable[Any], ctx: FlowContext | None = N
                         "time_this_iter_s": elapsed,
                         "time_total_s": elapsed_total,
                         "num_workers_restarted": ctx.workers_restarted,
-                        "num_env_step_timeouts": ctx.get(NUM_ENV_STEP_TIMEOUTS),
-                        "num_env_errors": ctx.get(NUM_ENV_ERRORS),
+                        **{name: ctx.get(name) for name in sorted(ctx.measured)},  # num_env_errors, ...
                         "policy_return_mean": {p: float(np.mean(r)) for p, r in ctx.policy_returns.items() if r},
                         "timers": {f"{k}_time_ms": 1000 * t.mean_s for k, t in ctx.timers.items()},
                         "learner": dict(ctx.learner_info),

@@ -16,9 +16,10 @@ import numpy as np
 
 from ..actors import ActorHandle
 from ..errors import ConfigError
-from ..rl.replay_buffer import ReplayBuffer
-from ..rl.sample_batch import SampleBatch, concat_samples
-from ..rl.worker_set import WorkerSet
+from ..rl.data.replay_buffer import ReplayBuffer
+from ..rl.data.sample_batch import SampleBatch, concat_samples
+from ..rl.sampling.protocols import ReplayShard
+from ..rl.sampling.worker_set import WorkerSet
 from ._context import FlowContext, current_context
 from ._util import closing, named
 from .rollouts import _as_completed
@@ -99,7 +100,7 @@ async def store_to_replay_buffer(
                         await replayed.wait()
                     buffer.add(rows)
                 else:
-                    await shards.call(shards.workers[turn % len(shards)], "add", rows)
+                    await shards.call(shards.workers[turn % len(shards)], ReplayShard.add, rows)
                     turn += 1
                 ctx.add(NUM_ROWS_STORED, len(rows))
                 if ctx.get(NUM_ROWS_STORED) >= learning_starts:
@@ -145,7 +146,7 @@ async def replay(
                     batch.source = buffer
                     yield batch
         else:
-            replayed = _as_completed(shards, "replay", num_async, batch_size, deadline=False)
+            replayed = _as_completed(shards, ReplayShard.replay, num_async, batch_size, deadline=False)
             async with closing(replayed) as results:
                 async for shard, batch in results:
                     batch.source = shard

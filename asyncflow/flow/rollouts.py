@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Coroutine
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -11,12 +11,11 @@ import numpy as np
 
 from ..actors import ActorHandle
 from ..errors import ConfigError
-from ..rl.sample_batch import MultiAgentBatch, SampleBatch, concat_samples
-from ..rl.worker_set import WorkerSet
+from ..rl.data.sample_batch import MultiAgentBatch, SampleBatch, concat_samples
+from ..rl.sampling.protocols import SamplingWorker
+from ..rl.sampling.worker_set import WorkerSet
 from ._context import (
     NUM_AGENT_STEPS_SAMPLED,
-    NUM_ENV_ERRORS,
-    NUM_ENV_STEP_TIMEOUTS,
     NUM_ENV_STEPS_SAMPLED,
     FlowContext,
     current_context,
@@ -30,11 +29,8 @@ __all__ = ["GradientsItem", "async_gradients", "parallel_rollouts"]
 def _count_sampled(ctx: FlowContext, batch: SampleBatch | MultiAgentBatch, workers: WorkerSet) -> None:
     ctx.add(NUM_ENV_STEPS_SAMPLED, len(batch))
     ctx.record_episodes(batch.episode_returns, batch.episode_lengths)
-    if isinstance(batch, SampleBatch) and batch.training_returns:
-        ctx.record_training_returns(batch.training_returns)
-    if isinstance(batch, SampleBatch) and (batch.env_step_timeouts or batch.env_errors):
-        ctx.add(NUM_ENV_STEP_TIMEOUTS, batch.env_step_timeouts)
-        ctx.add(NUM_ENV_ERRORS, batch.env_errors)
+    if isinstance(batch, SampleBatch) and batch.metrics:
+        ctx.record_metrics(batch.metrics)
     if isinstance(batch, MultiAgentBatch):
         ctx.add(NUM_AGENT_STEPS_SAMPLED, batch.agent_steps)
         ctx.record_policy_returns(batch.policy_returns)
@@ -72,7 +68,7 @@ async def parallel_rollouts(
                 _count_sampled(ctx, batch, workers)
                 yield batch
         else:
-            async with closing(_as_completed(workers, "sample", num_async)) as results:
+            async with closing(_as_completed(workers, SamplingWorker.sample, num_async)) as results:
                 async for worker, batch in results:
                     batch.source = worker
                     _count_sampled(ctx, batch, workers)
@@ -80,7 +76,7 @@ async def parallel_rollouts(
 
 
 async def _as_completed(
-    workers: WorkerSet, method: str, num_async: int, *args: Any, deadline: bool = True
+    workers: WorkerSet, method: Callable[..., Any], num_async: int, *args: Any, deadline: bool = True
 ) -> AsyncIterator[tuple[ActorHandle, Any]]:
     """Keep ``num_async`` calls of ``method(*args)`` in flight per actor; yield results as they land.
     Each call has the set's deadline (``WorkerSet.call``), unless ``deadline=False``: replay
@@ -88,8 +84,7 @@ async def _as_completed(
     pending: dict[asyncio.Future[Any], ActorHandle] = {}
 
     def submit(worker: ActorHandle) -> None:
-        call: Coroutine[Any, Any, Any] = (workers.call(worker, method, *args) if deadline
-                                          else workers.call(worker, method, *args, timeout=None))  # fmt: skip
+        call = workers.call_within(workers.timeout_s if deadline else None, worker, method, *args)
         pending[spawn(call)] = worker
 
     try:
@@ -126,7 +121,7 @@ async def async_gradients(workers: WorkerSet, ctx: FlowContext | None = None) ->
     """Each worker samples and computes gradients locally; yield them as they arrive."""
     ctx = ctx or current_context()
     with named("async_gradients"):
-        async with closing(_as_completed(workers, "sample_with_gradients", 1)) as results:
+        async with closing(_as_completed(workers, SamplingWorker.sample_with_gradients, 1)) as results:
             async for worker, (grads, info, summary) in results:
                 _count_sampled(ctx, summary, workers)
                 yield GradientsItem(grads, info, len(summary), worker)

@@ -11,10 +11,10 @@ from typing import TypeVar
 import numpy as np
 
 from ..errors import ConfigError
-from ..rl.actor_critic import ActorCriticPolicy
+from ..rl.data.sample_batch import MultiAgentBatch, SampleBatch, concat_samples
+from ..rl.policies.actor_critic import ActorCriticPolicy
 from ..rl.policy import MinibatchLearner
-from ..rl.sample_batch import MultiAgentBatch, SampleBatch, concat_samples
-from ..rl.worker_set import WorkerSet
+from ..rl.sampling.worker_set import WorkerSet
 from ._context import NUM_ENV_STEPS_TRAINED, NUM_LEARNER_STEPS, FlowContext, current_context
 from ._util import closing, named
 from .rollouts import GradientsItem

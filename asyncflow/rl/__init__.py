@@ -1,88 +1,100 @@
-"""RL building blocks, usable without any dataflow.
+"""RL building blocks, usable without any dataflow, one subpackage per idea:
 
-The names load on first use (PEP 562): a rollout worker imports
-``asyncflow.rl.rollout_worker`` without torch, which only the modules that
-hold a torch model import (``numpy_policy.py`` says why that matters).
+- ``envs``: building and checking environments (gymnasium, async, Atari, multi-agent);
+- ``sampling``: rollout workers and the trajectory pipeline they share;
+- ``data``: sample batches, replay buffers, state for checkpoints;
+- ``policies`` and ``models``: what workers act with, and the torch models behind them;
+- ``learners``: the optimizer, devices, precision, V-trace, the continuous learners' base;
+- ``policy.py``: the contracts between workers, learners and plans.
+
+The names below load on first use (PEP 562): a rollout worker imports
+``asyncflow.rl.sampling.rollout_worker`` without torch, which only the modules that
+hold a torch model import (``policies/numpy_policy.py`` says why that matters).
+``DQNLearner``, ``SACLearner`` and ``TD3Learner`` live with their algorithms
+(``asyncflow.algorithms``) and are named here too.
 """
 
 import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from .actor_critic import ActorCritic, ActorCriticPolicy, LossFn
-    from .async_env import AsyncEnv, AsyncEnvAdapter, is_async_env
-    from .async_worker import AsyncRolloutWorker
-    from .continuous import DeterministicPolicy, SACLearner, SquashedGaussianPolicy, TD3Learner
-    from .device import resolve_device
-    from .env import EnvProbe, EnvSpec, make_async_env, make_env, probe_env, probe_spaces
+    from ..algorithms.dqn import DQNLearner
+    from ..algorithms.sac import SACLearner
+    from ..algorithms.td3 import TD3Learner
+    from .data.replay_actor import ReplayActor
+    from .data.replay_buffer import PrioritizedReplayBuffer, ReplayBuffer
+    from .data.sample_batch import MultiAgentBatch, SampleBatch, concat_samples
+    from .envs.async_env import AsyncEnv, AsyncEnvAdapter, is_async_env
+    from .envs.make import EnvProbe, EnvSpec, make_async_env, make_env, probe_env, probe_spaces
+    from .envs.multi_agent import MultiAgentCartPole, MultiAgentEnv, PettingZooEnv, make_multi_agent_env
+    from .learners.device import resolve_device
+    from .learners.vtrace import vtrace
     from .models import ActorCriticModel, ContinuousModel, ModelConfig, ModelSpec, QModel
-    from .multi_agent import MultiAgentCartPole, MultiAgentEnv, PettingZooEnv, make_multi_agent_env
-    from .multi_agent_worker import MultiAgentRolloutWorker, PolicySpec
+    from .policies.actor_critic import ActorCritic, ActorCriticPolicy, LossFn
+    from .policies.continuous import DeterministicPolicy, SquashedGaussianPolicy
+    from .policies.epsilon_greedy import EpsilonGreedyPolicy
+    from .policies.random_policy import RandomPolicy
     from .policy import FlatWeights, Learner, PolicyFactory, ReplayUpdate, TargetLearner, WorkerPolicy
-    from .postprocessing import compute_gae, compute_nstep
-    from .q_learning import DQNLearner, EpsilonGreedyPolicy
-    from .random_policy import RandomPolicy
-    from .replay_actor import ReplayActor
-    from .replay_buffer import PrioritizedReplayBuffer, ReplayBuffer
-    from .rollout_worker import RolloutWorker
-    from .sample_batch import MultiAgentBatch, SampleBatch, concat_samples
-    from .trajectory import EpisodeBook, Postprocessing, Segment
-    from .vtrace import vtrace
-    from .worker_set import WorkerSet
+    from .sampling.async_worker import AsyncRolloutWorker
+    from .sampling.multi_agent_worker import MultiAgentRolloutWorker, PolicySpec
+    from .sampling.postprocessing import compute_gae, compute_nstep
+    from .sampling.rollout_worker import RolloutWorker
+    from .sampling.trajectory import EpisodeBook, Postprocessing, Segment
+    from .sampling.worker_set import WorkerSet
 
 _MODULES = {
-    "ActorCritic": "actor_critic",
+    "ActorCritic": "policies.actor_critic",
     "ActorCriticModel": "models",
-    "ActorCriticPolicy": "actor_critic",
-    "AsyncEnv": "async_env",
-    "AsyncEnvAdapter": "async_env",
-    "AsyncRolloutWorker": "async_worker",
+    "ActorCriticPolicy": "policies.actor_critic",
+    "AsyncEnv": "envs.async_env",
+    "AsyncEnvAdapter": "envs.async_env",
+    "AsyncRolloutWorker": "sampling.async_worker",
     "ContinuousModel": "models",
-    "DQNLearner": "q_learning",
-    "DeterministicPolicy": "continuous",
-    "EnvProbe": "env",
-    "EnvSpec": "env",
-    "EpisodeBook": "trajectory",
-    "EpsilonGreedyPolicy": "q_learning",
+    "DQNLearner": "asyncflow.algorithms.dqn",
+    "DeterministicPolicy": "policies.continuous",
+    "EnvProbe": "envs.make",
+    "EnvSpec": "envs.make",
+    "EpisodeBook": "sampling.trajectory",
+    "EpsilonGreedyPolicy": "policies.epsilon_greedy",
     "FlatWeights": "policy",
     "Learner": "policy",
-    "LossFn": "actor_critic",
+    "LossFn": "policies.actor_critic",
     "ModelConfig": "models",
     "ModelSpec": "models",
-    "MultiAgentBatch": "sample_batch",
-    "MultiAgentCartPole": "multi_agent",
-    "MultiAgentEnv": "multi_agent",
-    "MultiAgentRolloutWorker": "multi_agent_worker",
-    "PettingZooEnv": "multi_agent",
+    "MultiAgentBatch": "data.sample_batch",
+    "MultiAgentCartPole": "envs.multi_agent",
+    "MultiAgentEnv": "envs.multi_agent",
+    "MultiAgentRolloutWorker": "sampling.multi_agent_worker",
+    "PettingZooEnv": "envs.multi_agent",
     "PolicyFactory": "policy",
-    "PolicySpec": "multi_agent_worker",
-    "Postprocessing": "trajectory",
-    "PrioritizedReplayBuffer": "replay_buffer",
+    "PolicySpec": "sampling.multi_agent_worker",
+    "Postprocessing": "sampling.trajectory",
+    "PrioritizedReplayBuffer": "data.replay_buffer",
     "QModel": "models",
-    "RandomPolicy": "random_policy",
-    "ReplayActor": "replay_actor",
-    "ReplayBuffer": "replay_buffer",
+    "RandomPolicy": "policies.random_policy",
+    "ReplayActor": "data.replay_actor",
+    "ReplayBuffer": "data.replay_buffer",
     "ReplayUpdate": "policy",
-    "RolloutWorker": "rollout_worker",
-    "SACLearner": "continuous",
-    "SampleBatch": "sample_batch",
-    "Segment": "trajectory",
-    "SquashedGaussianPolicy": "continuous",
-    "TD3Learner": "continuous",
+    "RolloutWorker": "sampling.rollout_worker",
+    "SACLearner": "asyncflow.algorithms.sac",
+    "SampleBatch": "data.sample_batch",
+    "Segment": "sampling.trajectory",
+    "SquashedGaussianPolicy": "policies.continuous",
+    "TD3Learner": "asyncflow.algorithms.td3",
     "TargetLearner": "policy",
     "WorkerPolicy": "policy",
-    "compute_gae": "postprocessing",
-    "compute_nstep": "postprocessing",
-    "concat_samples": "sample_batch",
-    "is_async_env": "async_env",
-    "make_async_env": "env",
-    "make_env": "env",
-    "make_multi_agent_env": "multi_agent",
-    "probe_env": "env",
-    "probe_spaces": "env",
-    "resolve_device": "device",
-    "vtrace": "vtrace",
-    "WorkerSet": "worker_set",
+    "compute_gae": "sampling.postprocessing",
+    "compute_nstep": "sampling.postprocessing",
+    "concat_samples": "data.sample_batch",
+    "is_async_env": "envs.async_env",
+    "make_async_env": "envs.make",
+    "make_env": "envs.make",
+    "make_multi_agent_env": "envs.multi_agent",
+    "probe_env": "envs.make",
+    "probe_spaces": "envs.make",
+    "resolve_device": "learners.device",
+    "vtrace": "learners.vtrace",
+    "WorkerSet": "sampling.worker_set",
 }
 
 
@@ -90,7 +102,8 @@ def __getattr__(name: str) -> Any:
     module = _MODULES.get(name)
     if module is None:
         raise AttributeError(f"module 'asyncflow.rl' has no attribute {name!r}")
-    value = getattr(importlib.import_module(f".{module}", __name__), name)
+    where = module if module.startswith("asyncflow.") else f".{module}"  # the learners live with their algorithms
+    value = getattr(importlib.import_module(where, __name__), name)
     globals()[name] = value
     return value
 

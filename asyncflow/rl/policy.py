@@ -4,8 +4,9 @@
 A rollout worker holds a ``WorkerPolicy`` built by a ``PolicyFactory``; a
 plan trains a ``Learner`` and broadcasts its ``FlatWeights`` to the workers.
 This module imports no torch (a worker whose policy is numpy's never
-loads it, ``numpy_policy.py``). The actor-critic policy (``actor_critic.py``) is both; DQN, SAC and TD3 have
-a worker policy and a separate learner (``q_learning.py``, ``continuous.py``).
+loads it, ``policies/numpy_policy.py``). The actor-critic policy (``policies/actor_critic.py``)
+is both; DQN, SAC and TD3 have a worker policy (``policies/``) and a learner of their own
+(in ``algorithms/dqn.py``, ``sac.py``, ``td3.py``).
 ``check_learner`` checks a learner once, in the driver.
 """
 
@@ -19,8 +20,8 @@ import gymnasium as gym
 import numpy as np
 
 from ..errors import ConfigError
-from .sample_batch import SampleBatch
-from .tree import Tree
+from .data.sample_batch import SampleBatch
+from .data.tree import Tree
 
 if TYPE_CHECKING:
     from torch import nn
@@ -53,7 +54,7 @@ def flat_weights(module: nn.Module, version: int) -> FlatWeights:
     """``module``'s parameters as one CPU vector (a copy, from any device)."""
     from torch import nn
 
-    from .device import to_numpy
+    from .learners.device import to_numpy
 
     return FlatWeights(to_numpy(nn.utils.parameters_to_vector(module.parameters())), version)
 

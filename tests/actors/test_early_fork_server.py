@@ -35,9 +35,11 @@ _PROBE = textwrap.dedent(
         return found
 
     started_before_torch = fs._forkserver._forkserver_pid is not None
+    from asyncflow import _preload
     from asyncflow.actors import start_fork_server_early
 
-    start_fork_server_early()  # what importing the algorithms does first; they are importing now
+    _preload.register()  # what importing the algorithms does first; they are importing now
+    start_fork_server_early()
     server_cpus = sorted({cpu for pid in servers() for cpu in os.sched_getaffinity(pid)})
     import asyncflow.algorithms
     after_import = servers()

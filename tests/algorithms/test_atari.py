@@ -11,7 +11,7 @@ import pytest
 from asyncflow import ConfigError
 from asyncflow.algorithms import DQN, IMPALA, PPO, DQNConfig, IMPALAConfig, PPOConfig
 from asyncflow.evaluate import evaluate
-from asyncflow.rl.atari import AtariEnv, take_games
+from asyncflow.rl.envs.atari import AtariEnv, take_games
 
 pytest.importorskip("ale_py")
 

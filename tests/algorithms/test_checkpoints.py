@@ -146,7 +146,7 @@ def test_a_failed_save_leaves_the_previous_checkpoint_whole(tmp_path: Path) -> N
 @pytest.mark.parametrize("name", ["sac", "td3", "appo", "two_trainer"])
 async def test_every_kind_of_learner_round_trips(tmp_path: Path, name: str) -> None:
     from asyncflow.algorithms import ALGORITHMS
-    from asyncflow.rl.state import get_state
+    from asyncflow.rl.data.state import get_state
 
     cls = ALGORITHMS[name]
     fields: dict[str, object] = {"num_workers": 1, "timesteps_per_iteration": 256}

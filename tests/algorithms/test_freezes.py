@@ -17,7 +17,7 @@ import pytest
 
 from asyncflow.actors import ActorHandle
 from asyncflow.algorithms import ALGORITHMS, Algorithm
-from asyncflow.rl.worker_set import WorkerTimeoutWarning
+from asyncflow.rl.sampling.worker_set import WorkerTimeoutWarning
 
 DEADLINE = 3.0
 SETTINGS: dict[str, dict[str, Any]] = {

@@ -68,7 +68,8 @@ def test_a_model_defined_in_a_scripts_main_trains_on_workers_and_evaluates_elsew
     assert float(match.group(1)) >= 475, train.stdout[-2000:]
     evaluate = [sys.executable, "-m", "asyncflow.cli", "evaluate", str(checkpoint), "--episodes", "5"]
     refused = subprocess.run(evaluate, capture_output=True, text=True, timeout=120, cwd=tmp_path)
-    assert refused.returncode == 2 and "config field model: a class with no import path (MyNet)" in refused.stderr
+    message = "config field model.custom: a class with no import path (MyNet)"
+    assert refused.returncode == 2 and message in refused.stderr, refused.stderr
     assert "--trust-code" in refused.stderr
     out = subprocess.run([*evaluate, "--trust-code"], capture_output=True, text=True, timeout=120, cwd=tmp_path)
     assert out.returncode == 0, out.stderr

@@ -23,9 +23,9 @@ import pytest
 import asyncflow
 from asyncflow import ActorDiedError, ConfigError
 from asyncflow.algorithms import ALGORITHMS, Algorithm, PPOConfig
+from asyncflow.rl.data.sample_batch import OBS
 from asyncflow.rl.policy import FlatWeights
-from asyncflow.rl.sample_batch import OBS
-from asyncflow.rl.worker_set import WorkerSet
+from asyncflow.rl.sampling.worker_set import WorkerSet
 
 ray = pytest.importorskip("ray")
 

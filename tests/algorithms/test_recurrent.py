@@ -17,9 +17,9 @@ from asyncflow import ConfigError
 from asyncflow.algorithms import A2C, ALGORITHMS, DQN, PPO, A2CConfig, DQNConfig, PPOConfig
 from asyncflow.evaluate import evaluate, load_policy, saved_normalizer
 from asyncflow.export import export_policy
-from asyncflow.rl.recurrent import SEQ_START, STATE_C, STATE_H, RecurrentPolicy
-from asyncflow.rl.rollout_worker import RolloutWorker
-from asyncflow.rl.sample_batch import ACTIONS, DONES, LOGP, OBS, VF_PREDS
+from asyncflow.rl.data.sample_batch import ACTIONS, DONES, LOGP, OBS, VF_PREDS
+from asyncflow.rl.policies.recurrent import SEQ_START, STATE_C, STATE_H, RecurrentPolicy
+from asyncflow.rl.sampling.rollout_worker import RolloutWorker
 
 from ..toy_envs import CueRecall
 

@@ -14,7 +14,7 @@ import pytest
 
 from asyncflow import WorkerTimeoutError
 from asyncflow.algorithms import IMPALA, PPO, IMPALAConfig, PPOConfig
-from asyncflow.rl.worker_set import WorkerTimeoutWarning
+from asyncflow.rl.sampling.worker_set import WorkerTimeoutWarning
 
 from ..conftest import actor_children, our_segments
 

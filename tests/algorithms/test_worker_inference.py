@@ -15,7 +15,7 @@ from torch import nn
 from asyncflow import ConfigError
 from asyncflow.algorithms import A3C, DQN, PPO, A3CConfig, DQNConfig, PPOConfig
 from asyncflow.rl.models import ModelConfig
-from asyncflow.rl.numpy_policy import NumpyActorCriticPolicy
+from asyncflow.rl.policies.numpy_policy import NumpyActorCriticPolicy
 
 
 class OwnModel(nn.Module):

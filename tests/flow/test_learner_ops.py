@@ -26,11 +26,11 @@ from asyncflow.flow.learner import (
     update_worker_weights,
 )
 from asyncflow.flow.replay import mix_in_replay, replay, store_to_replay_buffer
+from asyncflow.rl.data.replay_actor import ReplayActor
+from asyncflow.rl.data.replay_buffer import BATCH_INDEXES, PrioritizedReplayBuffer, ReplayBuffer
+from asyncflow.rl.data.sample_batch import SampleBatch
 from asyncflow.rl.policy import FlatWeights, ReplayUpdate
-from asyncflow.rl.replay_actor import ReplayActor
-from asyncflow.rl.replay_buffer import BATCH_INDEXES, PrioritizedReplayBuffer, ReplayBuffer
-from asyncflow.rl.sample_batch import SampleBatch
-from asyncflow.rl.worker_set import WorkerSet
+from asyncflow.rl.sampling.worker_set import WorkerSet
 
 from .test_operators import Recorder, collect
 
@@ -294,3 +294,20 @@ async def test_an_operator_outside_any_context_says_how_to_give_it_one() -> None
         assert (await anext(plan)).count == 4
         await plan.aclose()
     assert ctx.get("num_env_steps_trained") == 4  # counted in the context it was given
+
+
+async def test_leaving_a_context_ends_what_its_plan_has_in_flight() -> None:
+    """``async with FlowContext()``: a plan dropped mid-way, not closed, leaves no task behind
+    (its fan-in producers and queued learner steps end with the block)."""
+
+    async def forever() -> AsyncIterator[SampleBatch]:
+        while True:
+            yield _batch(4, 0)
+            await asyncio.sleep(0)
+
+    before = asyncio.all_tasks()
+    async with FlowContext() as ctx:
+        plan = train_async(forever(), SlowLearner(), queue_size=2)
+        assert (await anext(plan)).count == 4
+        assert len(ctx.tasks) > 0  # the producer filling the learner's queue
+    assert len(ctx.tasks) == 0 and asyncio.all_tasks() == before

@@ -12,7 +12,7 @@ import asyncflow
 from asyncflow import flow
 from asyncflow.flow import FlowContext, GradientsItem
 from asyncflow.rl import ActorCriticPolicy, RolloutWorker, SampleBatch
-from asyncflow.rl.worker_set import WorkerSet
+from asyncflow.rl.sampling.worker_set import WorkerSet
 
 
 async def count(n: int, delay: float = 0.0, fail_at: int | None = None) -> AsyncIterator[int]:
@@ -282,3 +282,41 @@ async def test_closing_a_fan_in_ends_when_a_producer_outlives_a_cancellation() -
     async with asyncio.timeout(10):
         await items.aclose()  # type: ignore[attr-defined]
     assert swallowed == 1
+
+
+class MeasuringWorker:
+    """A sampler that measures something asyncflow has never heard of."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def sample(self) -> SampleBatch:
+        self.calls += 1
+        return SampleBatch({"x": np.zeros(4, np.float32)},
+                           metrics={"num_widgets": self.calls, "widget_size": [float(self.calls)]})  # fmt: skip
+
+    def set_weights(self, weights: object) -> None:
+        pass
+
+
+async def test_what_a_sampler_measures_reaches_results_by_its_name_alone() -> None:
+    """``SampleBatch.metrics``: counts are summed, values averaged over the latest episodes'
+    window, through pickling, concatenation, the context and its checkpoint state."""
+    import pickle
+
+    from asyncflow.rl.data.sample_batch import concat_samples
+
+    first, second = MeasuringWorker().sample(), pickle.loads(pickle.dumps(MeasuringWorker().sample()))
+    assert concat_samples([first, second]).metrics == {"num_widgets": 2, "widget_size": [1.0, 1.0]}
+    async with asyncflow.open_runtime("local") as rt:
+        workers = WorkerSet([await rt.spawn(MeasuringWorker), await rt.spawn(MeasuringWorker)])
+        ctx = FlowContext()
+        with flow.use_context(ctx):
+            results = await collect(flow.report_metrics(flow.parallel_rollouts(workers, mode="bulk_sync")), 3)
+    # Each round, both workers' i-th sample: counts 1+1, 2+2, 3+3; sizes 1, 1, 2, 2, 3, 3.
+    assert [r.training_iteration for r in results] == [1, 2, 3]  # a Result: a mapping, main figures typed
+    assert [r["num_widgets"] for r in results] == [2, 6, 12]
+    assert [r["widget_size_mean"] for r in results] == [1.0, 1.5, 2.0]
+    restored = FlowContext()
+    restored.set_state(ctx.get_state())
+    assert restored.measured == {"num_widgets"} and list(restored.values["widget_size"]) == [1, 1, 2, 2, 3, 3]

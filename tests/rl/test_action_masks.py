@@ -13,7 +13,7 @@ import pytest
 from asyncflow import ConfigError
 from asyncflow.algorithms import A2C, APPO, DQN, IMPALA, PPO, A2CConfig, APPOConfig, DQNConfig, IMPALAConfig, PPOConfig
 from asyncflow.rl import ActorCriticPolicy, EpsilonGreedyPolicy, RolloutWorker
-from asyncflow.rl.sample_batch import ACTIONS, OBS
+from asyncflow.rl.data.sample_batch import ACTIONS, OBS
 
 from ..toy_envs import MaskedPick
 

@@ -15,7 +15,7 @@ import pytest
 from asyncflow import ConfigError, EnvStepTimeoutError
 from asyncflow.algorithms import PPO, PPOConfig
 from asyncflow.rl import AsyncEnvAdapter, AsyncRolloutWorker, RolloutWorker, is_async_env, probe_env
-from asyncflow.rl.sample_batch import ACTIONS, DONES, EPS_ID, NEXT_OBS, OBS, REWARDS
+from asyncflow.rl.data.sample_batch import ACTIONS, DONES, EPS_ID, NEXT_OBS, OBS, REWARDS
 from examples.remote_env import RemoteCartPole, RemoteSimulatorError, Simulator, serve_cartpole
 
 from ..toy_envs import async_env
@@ -138,7 +138,10 @@ async def test_a_step_that_hangs_gets_its_env_replaced_and_counted() -> None:
             batches = [await worker.sample() for _ in range(3)]
         finally:
             await worker.aclose()
-        assert sum(b.env_step_timeouts for b in batches) == 1 and sum(b.env_errors for b in batches) == 0
+        assert (
+            sum(b.metrics["num_env_step_timeouts"] for b in batches) == 1
+            and sum(b.metrics["num_env_errors"] for b in batches) == 0
+        )
         assert sim.connections == 5  # four envs, and the one that replaced the hung env
         await asyncio.wait_for(sim.wait_all_closed(), 10)  # the server sees every client go
         assert sim.open_connections == 0
@@ -154,7 +157,7 @@ async def test_a_step_that_raises_gets_its_env_replaced_and_its_episode_dropped(
         finally:
             await worker.aclose()
         await asyncio.wait_for(sim.wait_all_closed(), 10)
-        assert (b.env_errors, b.env_step_timeouts) == (1, 0)
+        assert (b.metrics["num_env_errors"], b.metrics["num_env_step_timeouts"]) == (1, 0)
         # The failed env's unfinished episode (5 steps in) is in neither the rows nor the returns.
         assert all(r >= 8 for r in b.episode_returns)
         assert len(b) == 200 and (b[REWARDS] == 1.0).all()

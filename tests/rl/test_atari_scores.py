@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from asyncflow.algorithms import PPO, PPOConfig
-from asyncflow.rl.atari import take_games
+from asyncflow.rl.envs.atari import take_games
 
 from ..toy_envs import ScriptedGame, scripted_atari
 

@@ -13,9 +13,9 @@ import pytest
 from asyncflow import EnvOutputError
 from asyncflow.algorithms import DQN, PPO, DQNConfig, PPOConfig
 from asyncflow.rl import RolloutWorker
-from asyncflow.rl.multi_agent import MultiAgentCartPole
-from asyncflow.rl.multi_agent_worker import MultiAgentRolloutWorker, PolicySpec
-from asyncflow.rl.random_policy import RandomPolicy
+from asyncflow.rl.envs.multi_agent import MultiAgentCartPole
+from asyncflow.rl.policies.random_policy import RandomPolicy
+from asyncflow.rl.sampling.multi_agent_worker import MultiAgentRolloutWorker, PolicySpec
 
 from ..conftest import actor_children
 from ..toy_envs import GoalGrid

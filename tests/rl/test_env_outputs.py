@@ -19,7 +19,7 @@ from hypothesis.extra import numpy as hnp
 from asyncflow import EnvOutputError
 from asyncflow.algorithms import PPO, PPOConfig
 from asyncflow.rl import AsyncEnv, AsyncRolloutWorker, RolloutWorker
-from asyncflow.rl.random_policy import RandomPolicy
+from asyncflow.rl.policies.random_policy import RandomPolicy
 
 
 class Scripted(gym.Env):  # type: ignore[type-arg]
@@ -147,10 +147,15 @@ def test_a_gymnasium_env_that_raises_is_replaced_when_asked() -> None:
     worker = RolloutWorker(FailsSometimes, num_envs=2, rollout_fragment_length=60, policy_factory=RandomPolicy,
                            restart_failed_envs=True, postprocess="transitions")  # fmt: skip
     batch = worker.sample()
-    assert batch.env_errors == 4  # each env failed at its steps 25 and 50
+    assert batch.metrics["num_env_errors"] == 4  # each env failed at its steps 25 and 50
     assert len(batch) == 2 * 60 - 4  # the failed steps are not rows
     assert np.isfinite(batch["obs"]).all() and not np.all(batch["obs"] == 0, axis=1).any()
-    assert [worker.sample().env_errors for _ in range(4)] == [4, 6, 4, 6]  # at steps 75, 100, ..., of each env
+    assert [worker.sample().metrics["num_env_errors"] for _ in range(4)] == [
+        4,
+        6,
+        4,
+        6,
+    ]  # at steps 75, 100, ..., of each env
     with pytest.raises(ConnectionError) as caught:  # one that fails at once, again and again: given up on
         RolloutWorker(always_fails, num_envs=1, rollout_fragment_length=8, policy_factory=RandomPolicy,
                       restart_failed_envs=True).sample()  # fmt: skip

@@ -7,10 +7,10 @@ import pickle
 import numpy as np
 import pytest
 
-from asyncflow.rl.frame_store import FrameStore, is_frame_stack
-from asyncflow.rl.replay_buffer import PrioritizedReplayBuffer, ReplayBuffer
-from asyncflow.rl.rollout_worker import RolloutWorker
-from asyncflow.rl.sample_batch import DONES, OBS, SampleBatch
+from asyncflow.rl.data.frame_store import FrameStore, is_frame_stack
+from asyncflow.rl.data.replay_buffer import PrioritizedReplayBuffer, ReplayBuffer
+from asyncflow.rl.data.sample_batch import DONES, OBS, SampleBatch
+from asyncflow.rl.sampling.rollout_worker import RolloutWorker
 
 from ..toy_envs import stacked_noise
 

@@ -13,8 +13,8 @@ import torch
 from torch import nn
 
 from asyncflow import ConfigError
-from asyncflow.rl.actor_critic import ActorCriticPolicy, _rows
-from asyncflow.rl.device import resolve_device, to_tensors
+from asyncflow.rl.data.sample_batch import SampleBatch
+from asyncflow.rl.learners.device import resolve_device, to_tensors
 from asyncflow.rl.models import (
     ActionHead,
     ActorCriticNet,
@@ -28,8 +28,8 @@ from asyncflow.rl.models import (
     sample_observations,
 )
 from asyncflow.rl.models.encoders import CHANNELS_LAST_ROWS, NATURE_FILTERS, CNNEncoder, channels_last_rows
-from asyncflow.rl.nets import mlp
-from asyncflow.rl.sample_batch import SampleBatch
+from asyncflow.rl.models.nets import mlp
+from asyncflow.rl.policies.actor_critic import ActorCriticPolicy, _rows
 
 IMAGE_CHW = gym.spaces.Box(0, 255, (3, 16, 16), np.uint8)
 IMAGE_HWC = gym.spaces.Box(0, 255, (16, 16, 3), np.uint8)
@@ -296,7 +296,7 @@ def test_devices_resolve_or_fail_clearly() -> None:
 
 
 def test_one_torch_thread_and_back() -> None:
-    from asyncflow.rl.nets import one_torch_thread, orthogonal_
+    from asyncflow.rl.models.nets import one_torch_thread, orthogonal_
 
     before = torch.get_num_threads()
     with one_torch_thread():

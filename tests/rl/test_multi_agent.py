@@ -13,12 +13,12 @@ import pytest
 
 import asyncflow
 from asyncflow import flow
-from asyncflow.rl.actor_critic import ActorCriticPolicy
-from asyncflow.rl.multi_agent import ALL, MultiAgentCartPole, PettingZooEnv, make_multi_agent_env
-from asyncflow.rl.multi_agent_worker import MultiAgentRolloutWorker, PolicySpec
-from asyncflow.rl.q_learning import EpsilonGreedyPolicy
-from asyncflow.rl.sample_batch import ADVANTAGES, DISCOUNTS, EPS_ID, NEXT_OBS, OBS, MultiAgentBatch
-from asyncflow.rl.worker_set import WorkerSet
+from asyncflow.rl.data.sample_batch import ADVANTAGES, DISCOUNTS, EPS_ID, NEXT_OBS, OBS, MultiAgentBatch
+from asyncflow.rl.envs.multi_agent import ALL, MultiAgentCartPole, PettingZooEnv, make_multi_agent_env
+from asyncflow.rl.policies.actor_critic import ActorCriticPolicy
+from asyncflow.rl.policies.epsilon_greedy import EpsilonGreedyPolicy
+from asyncflow.rl.sampling.multi_agent_worker import MultiAgentRolloutWorker, PolicySpec
+from asyncflow.rl.sampling.worker_set import WorkerSet
 
 pettingzoo = pytest.importorskip("pettingzoo")
 

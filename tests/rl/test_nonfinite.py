@@ -14,9 +14,9 @@ from asyncflow import NonFiniteError
 from asyncflow.algorithms import PPO, PPOConfig
 from asyncflow.algorithms.ppo import ppo_loss
 from asyncflow.rl import ActorCriticPolicy, DQNLearner, RolloutWorker, SACLearner, TD3Learner
+from asyncflow.rl.data.replay_buffer import WEIGHTS
+from asyncflow.rl.data.sample_batch import SampleBatch
 from asyncflow.rl.policy import ReplayUpdate
-from asyncflow.rl.replay_buffer import WEIGHTS
-from asyncflow.rl.sample_batch import SampleBatch
 
 CARTPOLE = (gym.spaces.Box(-1.0, 1.0, (4,), np.float32), gym.spaces.Discrete(2))
 PENDULUM = (gym.spaces.Box(-1.0, 1.0, (3,), np.float32), gym.spaces.Box(-2.0, 2.0, (1,), np.float32))

@@ -15,9 +15,10 @@ import pytest
 
 from asyncflow import ConfigError
 from asyncflow.algorithms import PPO, PPOConfig, TwoTrainer, TwoTrainerConfig
-from asyncflow.evaluate import _greedy, load_policy, saved_normalizer
+from asyncflow.evaluate import load_policy, saved_normalizer
 from asyncflow.export import export_policy
-from asyncflow.rl.normalization import NormalizerState, RunningStats, WorkerNormalizer
+from asyncflow.rl.sampling.episodes import act_once
+from asyncflow.rl.sampling.normalization import NormalizerState, RunningStats, WorkerNormalizer
 
 from ..toy_envs import FarPoint, frozen_lake
 
@@ -114,7 +115,7 @@ async def test_export_folds_the_normalization_in(tmp_path: Path) -> None:
     normalizer = saved_normalizer(algo)
     assert normalizer is not None
     raw = np.linspace(1500, 4500, 1000, dtype=np.float32)[:, None]  # raw observations, as the env shows them
-    want = np.stack([_greedy(policy, o, normalizer) for o in raw])
+    want = np.stack([act_once(policy, o, normalizer=normalizer) for o in raw])
     export_policy(ckpt, tmp_path / "far.pt")
     np.save(tmp_path / "obs.npy", raw)
     run = subprocess.run([sys.executable, "-c", LOAD, str(tmp_path / "far.pt"), str(tmp_path / "obs.npy"),

@@ -13,10 +13,10 @@ import pytest
 import torch
 from torch import nn
 
-from asyncflow.rl.actor_critic import ActorCriticPolicy
 from asyncflow.rl.models import ModelConfig
 from asyncflow.rl.models.numpy_export import numpy_net
-from asyncflow.rl.numpy_policy import NumpyActorCriticPolicy
+from asyncflow.rl.policies.actor_critic import ActorCriticPolicy
+from asyncflow.rl.policies.numpy_policy import NumpyActorCriticPolicy
 
 VECTOR = gym.spaces.Box(-1.0, 1.0, (4,), np.float32)
 
@@ -150,9 +150,9 @@ def test_a_worker_with_the_numpy_policy_imports_no_torch() -> None:
     """In a fresh interpreter: the worker's modules, a worker sampling, and its state round trip."""
     code = """
 import sys, numpy as np, gymnasium as gym
-from asyncflow.rl.numpy_policy import Dense, NumpyActorCriticPolicy, NumpyNet
-from asyncflow.rl.rollout_worker import RolloutWorker
-from asyncflow.rl.evaluation_worker import EvaluationWorker
+from asyncflow.rl.policies.numpy_policy import Dense, NumpyActorCriticPolicy, NumpyNet
+from asyncflow.rl.sampling.rollout_worker import RolloutWorker
+from asyncflow.rl.sampling.evaluation_worker import EvaluationWorker
 import asyncflow.actors._worker, asyncflow.rl
 net = NumpyNet(size=15, obs_dim=4, torso=(), pi=(Dense(0, 8, 4, 2, None),), vf=(Dense(10, 14, 4, 1, None),))
 def factory(o, a, *, seed, worker_index):

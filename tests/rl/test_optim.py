@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 import torch
 
-from asyncflow.rl.optim import Adam, UpdateGuard
+from asyncflow.rl.learners.optim import Adam, UpdateGuard
 
 
 def _nets() -> tuple[torch.nn.Module, torch.nn.Module]:
@@ -142,7 +142,7 @@ def test_loading_flat_weights_copies_into_the_parameters_the_optimizer_holds() -
     one-vector path goes on) and never alias the array they were loaded from."""
     import gymnasium as gym
 
-    from asyncflow.rl.actor_critic import ActorCriticPolicy
+    from asyncflow.rl.policies.actor_critic import ActorCriticPolicy
     from asyncflow.rl.policy import FlatWeights
 
     env = gym.make("CartPole-v1")

@@ -11,11 +11,11 @@ import torch
 
 from asyncflow import ConfigError
 from asyncflow.algorithms import A3C, PPO, SAC, A3CConfig, PPOConfig, SACConfig
+from asyncflow.algorithms.dqn import DQNLearner
 from asyncflow.algorithms.ppo import ppo_loss
-from asyncflow.rl.actor_critic import ActorCriticPolicy
-from asyncflow.rl.precision import native_bfloat16, resolve_precision
-from asyncflow.rl.q_learning import DQNLearner
-from asyncflow.rl.sample_batch import SampleBatch
+from asyncflow.rl.data.sample_batch import SampleBatch
+from asyncflow.rl.learners.precision import native_bfloat16, resolve_precision
+from asyncflow.rl.policies.actor_critic import ActorCriticPolicy
 
 CPU = torch.device("cpu")
 FRAMES = gym.spaces.Box(0, 255, (4, 44, 44), np.uint8)  # the CNN encoder's input, smaller than Atari's

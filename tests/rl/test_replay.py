@@ -6,12 +6,12 @@ import numpy as np
 import pytest
 import torch
 
-from asyncflow.rl.postprocessing import compute_nstep
-from asyncflow.rl.replay_buffer import BATCH_INDEXES, WEIGHTS, PrioritizedReplayBuffer, ReplayBuffer
-from asyncflow.rl.rollout_worker import RolloutWorker
-from asyncflow.rl.sample_batch import DISCOUNTS, DONES, EPS_ID, NEXT_OBS, OBS, REWARDS, TERMINATEDS, SampleBatch
-from asyncflow.rl.sum_tree import MinTree, SumTree
-from asyncflow.rl.vtrace import vtrace
+from asyncflow.rl.data.replay_buffer import BATCH_INDEXES, WEIGHTS, PrioritizedReplayBuffer, ReplayBuffer
+from asyncflow.rl.data.sample_batch import DISCOUNTS, DONES, EPS_ID, NEXT_OBS, OBS, REWARDS, TERMINATEDS, SampleBatch
+from asyncflow.rl.data.sum_tree import MinTree, SumTree
+from asyncflow.rl.learners.vtrace import vtrace
+from asyncflow.rl.sampling.postprocessing import compute_nstep
+from asyncflow.rl.sampling.rollout_worker import RolloutWorker
 
 
 def _rows(start: int, n: int) -> SampleBatch:

@@ -9,7 +9,7 @@ import gymnasium as gym
 import numpy as np
 
 from asyncflow.rl import RolloutWorker
-from asyncflow.rl.sample_batch import OBS
+from asyncflow.rl.data.sample_batch import OBS
 
 SHAPE = (4, 48, 48)  # stacked uint8 frames, large enough that copies dominate what a sample allocates
 

@@ -11,10 +11,10 @@ import numpy as np
 import pytest
 
 from asyncflow.rl import EpisodeBook, RolloutWorker
-from asyncflow.rl.actor_critic import ActorCriticPolicy
-from asyncflow.rl.multi_agent import MultiAgentCartPole
-from asyncflow.rl.multi_agent_worker import MultiAgentRolloutWorker, PolicySpec
-from asyncflow.rl.q_learning import EpsilonGreedyPolicy
+from asyncflow.rl.envs.multi_agent import MultiAgentCartPole
+from asyncflow.rl.policies.actor_critic import ActorCriticPolicy
+from asyncflow.rl.policies.epsilon_greedy import EpsilonGreedyPolicy
+from asyncflow.rl.sampling.multi_agent_worker import MultiAgentRolloutWorker, PolicySpec
 
 
 def one_agent_cartpole() -> MultiAgentCartPole:

@@ -11,7 +11,7 @@ import pytest
 from asyncflow import ConfigError
 from asyncflow.algorithms import IMPALA, PPO, IMPALAConfig, PPOConfig, TwoTrainer, TwoTrainerConfig
 from asyncflow.rl import RolloutWorker
-from asyncflow.rl.sample_batch import ADVANTAGES, DONES, EPS_ID, NEXT_OBS, OBS, REWARDS, VALUE_TARGETS, VF_PREDS
+from asyncflow.rl.data.sample_batch import ADVANTAGES, DONES, EPS_ID, NEXT_OBS, OBS, REWARDS, VALUE_TARGETS, VF_PREDS
 
 from ..conftest import actor_children
 

@@ -21,11 +21,11 @@ import numpy as np
 import torch
 from torch import nn
 
-from ..nets import MLP, mlp
-from ..spaces import is_image, space_leaves
+from ..envs.spaces import is_image, space_leaves
 from .config import ACTIVATIONS, ModelConfig
 from .distributions import ActionHead
 from .encoders import build_encoder
+from .nets import MLP, mlp
 
 __all__ = ["ActorCriticNet", "ContinuousNet", "QNet", "has_image"]
 

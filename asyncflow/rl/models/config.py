@@ -113,7 +113,7 @@ def model_spec(value: Any, field: str = "model") -> ModelSpec:
 def _factory(value: Any, field: str) -> ModelFactory:
     """A model class or factory, imported from ``"module:name"``, or a ConfigError."""
     if isinstance(value, str):
-        from ..env import import_attribute
+        from ..envs.make import import_attribute
 
         value = import_attribute(value, field)
     if callable(value) and not isinstance(value, ModelConfig):

@@ -30,7 +30,7 @@ import torch
 from torch.nn import functional
 
 from ...errors import ConfigError
-from ..spaces import env_actions
+from ..envs.spaces import env_actions
 
 __all__ = ["ActionDistribution", "ActionHead", "Bernoulli", "Categorical", "DiagGaussian", "MultiCategorical"]
 

@@ -28,8 +28,8 @@ from torch import nn
 from torch.nn import functional
 
 from ...errors import ConfigError
-from ..nets import orthogonal_
-from ..spaces import is_image
+from ..envs.spaces import is_image
+from .nets import orthogonal_
 
 __all__ = ["CNNEncoder", "Encoder", "NATURE_FILTERS", "SMALL_FILTERS", "build_encoder", "channels_last_rows"]
 
@@ -199,7 +199,7 @@ def build_encoder(
 
 
 def _leaves(space: gym.Space[Any]) -> list[gym.Space[Any]]:
-    from ..spaces import space_leaves
+    from ..envs.spaces import space_leaves
 
     return [leaf for _, leaf in space_leaves(space)]
 

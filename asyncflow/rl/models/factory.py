@@ -17,9 +17,9 @@ import torch
 from torch import nn
 
 from ...errors import ConfigError
-from ..device import to_tensors
-from ..spaces import Family
-from ..tree import tree_assign, tree_zeros
+from ..data.tree import tree_assign, tree_zeros
+from ..envs.spaces import Family
+from ..learners.device import to_tensors
 from .builtin import ActorCriticNet, ContinuousNet, QNet
 from .config import ModelConfig, ModelSpec
 from .distributions import ActionHead

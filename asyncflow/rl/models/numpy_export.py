@@ -15,10 +15,10 @@ from typing import Any
 import gymnasium as gym
 from torch import nn
 
-from ..nets import MLP
-from ..numpy_policy import Activation, Dense, NumpyNet
+from ..policies.numpy_policy import Activation, Dense, NumpyNet
 from .builtin import ActorCriticNet
 from .encoders import Flatten
+from .nets import MLP
 
 __all__ = ["numpy_net"]
 

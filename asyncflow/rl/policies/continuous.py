@@ -1,0 +1,193 @@
+"""The policies of SAC, DDPG and TD3 on ``Box`` actions, and the model they share with their learners.
+
+Every network works in a normalized action space ``[-1, 1]^d`` (``d`` the
+size of the flattened ``Box``); the workers' policies map actions to the
+environment's bounds and shape in ``env_actions``, and the replay buffer
+stores the normalized actions, so the critics never see the scale of a
+particular environment.
+
+The model is any module honouring ``ContinuousModel`` (the built-in
+``ContinuousNet`` by default): an ``actor`` and a ``critic`` with one column
+per Q function.
+
+- ``squashed_gaussian``: a tanh-squashed Gaussian sample (SAC), with the
+  change-of-variables correction in its log-probability.
+- ``SquashedGaussianPolicy``, ``DeterministicPolicy``: what workers run
+  (DDPG and TD3: ``tanh(actor(obs))`` plus Gaussian noise).
+- ``box_space``, ``build_continuous_model``: the action space checked, the model built.
+
+The learners, each with its loss, live with their algorithms (``SACLearner`` in
+``algorithms/sac.py``, ``TD3Learner`` in ``algorithms/td3.py``), on the base they share
+(``rl/learners/continuous.py``).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any, cast
+
+import gymnasium as gym
+import numpy as np
+import torch
+from torch import nn
+
+from ...errors import ConfigError
+from ..data.tree import Tree, tree_len
+from ..learners.device import resolve_device, to_tensors
+from ..models import ModelSpec, build_model
+from ..models.nets import seeded
+from ..policy import FlatWeights, flat_weights, load_flat_weights
+
+__all__ = [
+    "DeterministicPolicy",
+    "SquashedGaussianPolicy",
+    "box_space",
+    "build_continuous_model",
+    "squashed_gaussian",
+]
+
+LOG_STD_MIN, LOG_STD_MAX = -20.0, 2.0
+
+
+def box_space(action_space: gym.Space[Any]) -> gym.spaces.Box:
+    if not isinstance(action_space, gym.spaces.Box):
+        raise ConfigError(f"continuous control needs a Box action space, not {action_space}")
+    if not np.all(np.isfinite(action_space.low)) or not np.all(np.isfinite(action_space.high)):
+        raise ConfigError(f"continuous control needs finite action bounds, not {action_space}")
+    return action_space
+
+
+def squashed_gaussian(
+    params: torch.Tensor, deterministic: bool = False, generator: torch.Generator | None = None
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Actions in [-1, 1] from ``(B, 2d)`` means and log-stds (reparameterized, so gradients
+    flow) and their log-probabilities; the noise is drawn from ``generator``."""
+    mean, log_std = params.chunk(2, dim=-1)
+    log_std = log_std.clamp(LOG_STD_MIN, LOG_STD_MAX)
+    std = log_std.exp()
+    u = mean if deterministic else mean + std * torch.randn(mean.shape, generator=generator, device=mean.device)
+    gaussian_logp = (-0.5 * ((u - mean) / std) ** 2 - log_std - 0.5 * math.log(2 * math.pi)).sum(-1)
+    # log |d tanh(u)/du| = log(1 - tanh(u)^2) = 2 (log 2 - u - softplus(-2u)), stable for large |u|.
+    correction = (2 * (math.log(2) - u - nn.functional.softplus(-2 * u))).sum(-1)
+    return torch.tanh(u), gaussian_logp - correction
+
+
+def build_continuous_model(
+    spec: ModelSpec,
+    observation_space: gym.Space[Any],
+    action_space: gym.Space[Any],
+    hidden: Sequence[int],
+    gaussian: bool,
+    num_q: int,
+) -> nn.Module:
+    return build_model(spec, observation_space, action_space, "continuous", hidden=hidden, gaussian=gaussian,
+                       num_q=num_q)  # fmt: skip
+
+
+class _BoxPolicy:
+    """Worker side: the model's actor, uniform random actions for the first
+    ``random_steps`` steps of this worker, and scaling to the env's bounds."""
+
+    gaussian: bool
+
+    def __init__(
+        self,
+        observation_space: gym.Space[Any],
+        action_space: gym.Space[Any],
+        *,
+        seed: int = 0,
+        worker_index: int = 0,
+        model: ModelSpec = None,
+        hidden: Sequence[int] = (256, 256),
+        random_steps: int = 0,
+        num_q: int = 2,
+        device: str | torch.device = "cpu",
+    ) -> None:
+        box = box_space(action_space)
+        self.device = resolve_device(device) if isinstance(device, str) else device
+        self.shape = tuple(box.shape)
+        self.low = np.asarray(box.low, np.float32).reshape(-1)
+        self.high = np.asarray(box.high, np.float32).reshape(-1)
+        self.dtype = box.dtype
+        self.random_steps = random_steps
+        self.steps = 0
+        self.rng = np.random.default_rng(seed)
+        self.generator = torch.Generator(device=self.device).manual_seed(seed)
+        self.version = 0
+        with seeded(seed):
+            self.model = build_continuous_model(
+                model, observation_space, action_space, hidden, self.gaussian, num_q
+            ).to(self.device)
+
+    @property
+    def actor(self) -> nn.Module:
+        """The model's actor (its weights are the ones that travel)."""
+        return cast(nn.Module, self.model.actor)
+
+    def _act(self, obs: Tree) -> torch.Tensor:
+        raise NotImplementedError  # pragma: no cover
+
+    @torch.no_grad()
+    def compute_actions(self, obs: Tree) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Exploring actions in [-1, 1] (log-probs and values are zeros)."""
+        n = tree_len(obs)
+        if self.steps < self.random_steps:
+            actions = self.rng.uniform(-1, 1, (n, len(self.low))).astype(np.float32)
+        else:
+            actions = self._act(to_tensors(obs, self.device)).cpu().numpy()
+        self.steps += n
+        zeros = np.zeros(n, np.float32)
+        return actions, zeros, zeros
+
+    def values(self, obs: Tree) -> np.ndarray:
+        """Zeros: these workers need no state values."""
+        return np.zeros(tree_len(obs), np.float32)
+
+    def env_actions(self, actions: np.ndarray) -> np.ndarray:
+        """Normalized actions scaled to the env's bounds and shaped like its space."""
+        scaled = self.low + (np.clip(actions, -1, 1) + 1) * 0.5 * (self.high - self.low)
+        return scaled.reshape(-1, *self.shape).astype(self.dtype, copy=False)  # type: ignore[no-any-return]
+
+    def get_weights(self) -> FlatWeights:
+        """The actor's weights."""
+        return flat_weights(self.actor, self.version)
+
+    def set_weights(self, weights: FlatWeights) -> None:
+        """Load the learner's actor weights."""
+        load_flat_weights(self.actor, weights.vector)
+        self.version = weights.version
+
+
+class SquashedGaussianPolicy(_BoxPolicy):
+    """SAC's worker policy: samples from the squashed Gaussian."""
+
+    gaussian = True
+
+    def _act(self, obs: Tree) -> torch.Tensor:
+        return squashed_gaussian(self.actor(obs), generator=self.generator)[0]
+
+    @torch.no_grad()
+    def greedy_actions(self, obs: Tree) -> np.ndarray:
+        """tanh of the Gaussian's mean."""
+        return squashed_gaussian(self.actor(to_tensors(obs, self.device)), True)[0].cpu().numpy()  # type: ignore[no-any-return]
+
+
+class DeterministicPolicy(_BoxPolicy):
+    """DDPG's and TD3's worker policy: the actor's action plus Gaussian noise."""
+
+    gaussian = False
+
+    def __init__(self, *args: Any, exploration_noise: float = 0.1, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.noise = exploration_noise
+
+    def _act(self, obs: Tree) -> torch.Tensor:
+        a = torch.tanh(self.actor(obs))
+        noise = torch.randn(a.shape, generator=self.generator, device=self.device)
+        return (a + self.noise * noise).clamp(-1, 1)
+
+    @torch.no_grad()
+    def greedy_actions(self, obs: Tree) -> np.ndarray:
+        """The actor's action, without noise."""
+        return torch.tanh(self.actor(to_tensors(obs, self.device))).cpu().numpy()  # type: ignore[no-any-return]

@@ -1,0 +1,73 @@
+"""Whole episodes played with a policy, one after another, on one env: the one episode loop of
+evaluation during training (``EvaluationWorker``) and of ``asyncflow evaluate``
+(``asyncflow/evaluate.py``), for a gymnasium env and an ``AsyncEnv`` alike. Episode ``k``
+starts from ``seed + k``: two evaluations with the same seed differ by their weights only."""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from ..data.tree import tree_map
+from ..envs.checks import EnvChecker
+from ..policy import StatefulPolicy, WorkerPolicy
+from .normalization import NormalizerState
+
+__all__ = ["act_once", "play_episodes"]
+
+
+async def _call(method: Any, *args: Any, **kwargs: Any) -> Any:
+    out = method(*args, **kwargs)
+    return await out if inspect.isawaitable(out) else out
+
+
+def act_once(
+    policy: WorkerPolicy, obs: Any, *, explore: bool = False, normalizer: NormalizerState | None = None
+) -> Any:
+    """The policy's action for one observation (greedy, or sampled with ``explore``), as the env
+    takes it; the observation normalized with ``normalizer``'s frozen statistics first."""
+    if normalizer is not None:
+        obs = normalizer.normalize(obs)
+    batch = tree_map(lambda x: np.asarray(x)[None], obs)  # one row, in the space's own dtype
+    actions = policy.compute_actions(batch)[0] if explore else policy.greedy_actions(batch)
+    return policy.env_actions(actions)[0]
+
+
+async def play_episodes(
+    env: Any,
+    policy: WorkerPolicy,
+    episodes: int,
+    *,
+    seed: int,
+    explore: bool = False,
+    normalizer: NormalizerState | None = None,
+    check: EnvChecker | None = None,
+    before_step: Callable[[int], None] | None = None,
+) -> tuple[list[float], list[int]]:
+    """Play ``episodes`` whole episodes: their returns and lengths. ``check`` checks what the
+    env returns (``EnvOutputError`` naming the step); ``before_step(episode)`` runs before each
+    step (a recorder of frames)."""
+    returns: list[float] = []
+    lengths: list[int] = []
+    for episode in range(episodes):
+        out = await _call(env.reset, seed=seed + episode)
+        obs = out[0] if check is None else check.reset_output(out, 0, 0)
+        if check is not None:
+            check.observation(obs, 0, 0)
+        if isinstance(policy, StatefulPolicy):  # a recurrent policy's memory
+            policy.reset_state()
+        total, steps, done = 0.0, 0, False
+        while not done:
+            if before_step is not None:
+                before_step(episode)
+            out = await _call(env.step, act_once(policy, obs, explore=explore, normalizer=normalizer))
+            obs, reward, terminated, truncated, _ = out if check is None else check.step_output(out, 0, steps + 1)
+            if check is not None:
+                check.observation(obs, 0, steps + 1)
+            total, steps, done = total + float(reward), steps + 1, bool(terminated or truncated)
+        returns.append(total)
+        lengths.append(steps)
+    return returns, lengths
