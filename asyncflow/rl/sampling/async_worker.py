@@ -46,14 +46,15 @@ from typing import Any
 import numpy as np
 
 from ...errors import EnvOutputError, EnvStepTimeoutError
-from ..data.sample_batch import DONES, SampleBatch
+from ..data.sample_batch import DONES, BatchMetrics, SampleBatch
 from ..data.state import get_state, set_state
 from ..data.tree import tree_map, tree_stack
 from ..envs.async_env import AsyncEnv
 from ..envs.checks import FLAG_TYPES, REWARD_TYPES, EnvChecker, env_name
 from ..envs.make import EnvSpec, make_async_env
 from ..policy import PolicyFactory
-from .rollout_worker import PolicyDelegation, check_segment_finite, default_policy
+from .recorder import segment_batch
+from .rollout_worker import PolicyDelegation, default_policy
 from .trajectory import EpisodeBook, Postprocessing, PostprocessMode, Segment, worker_seed
 
 __all__ = ["AsyncRolloutWorker"]
@@ -413,18 +414,18 @@ class AsyncRolloutWorker(PolicyDelegation):
     # -- batches ---------------------------------------------------------
 
     def _batch(self, seqs: Sequence[_Sequence]) -> SampleBatch:
-        """``seqs`` as one ``(T, k)`` segment: checked for NaN and inf, postprocessed, with the
-        episodes completed and the env faults counted since the last batch."""
+        """``seqs`` as one ``(T, k)`` segment, made a batch as every worker's is (``segment_batch``),
+        with the env faults counted since the last batch."""
         with np.errstate(over="ignore", invalid="ignore"):  # too large for float32: inf, which the checks name
             segment = _segment(seqs, self.postprocessing.keeps_next_obs)
-        if self.checker is not None:
-            check_segment_finite(self.checker, segment, np.array([s.first_step for s in seqs]))
-        columns = self.postprocessing(segment, self.policy.values)
-        returns, lengths = self.episodes.take()
-        faults = {"num_env_step_timeouts": self.env_step_timeouts, "num_env_errors": self.env_errors}
-        batch = SampleBatch(columns, episode_returns=returns, episode_lengths=lengths, metrics=faults)
+        return segment_batch(segment, first=np.array([s.first_step for s in seqs]), checker=self.checker,
+                             postprocessing=self.postprocessing, policy=self.policy, episodes=self.episodes,
+                             report=self._report)  # fmt: skip
+
+    def _report(self, returns: list[float], lengths: list[int]) -> tuple[list[float], list[int], BatchMetrics]:
+        faults: BatchMetrics = {"num_env_step_timeouts": self.env_step_timeouts, "num_env_errors": self.env_errors}
         self.env_step_timeouts = self.env_errors = 0
-        return batch
+        return returns, lengths, faults
 
     # -- state and closing -----------------------------------------------
 

@@ -3,60 +3,38 @@
 The actor layer makes it remote (``await runtime.spawn(RolloutWorker, ...)``);
 with ``num_workers=0`` the same class samples in the driver.
 
-``sample()`` steps ``num_envs`` sub-environments in lock step for
-``rollout_fragment_length`` steps with one batched forward pass per step. An
-environment that ends is reset on the spot, so no transition ever spans two
-episodes. Observations are kept in the observation space's own dtype and
-structure (``tree.py``) from the env to the batch. Episode bookkeeping,
-seeding and postprocessing (GAE, n-step transitions) are the shared
-trajectory pipeline's (``trajectory.py``); this class only steps envs.
-
-With ``vector_env=True`` the sub-environments are one gymnasium vector env
-built from the id's own vectorized implementation (``gym.make_vec(...,
-vectorization_mode="vector_entry_point")``, CartPole-v1's is numpy over all
-lanes): one ``step`` call per time step instead of ``num_envs``. Such envs
-reset a finished lane on the *next* step, which ignores that lane's action
-and returns its first observation with reward 0 (gymnasium's ``NEXT_STEP``
-autoreset). That step belongs to no episode: it is recorded as ``done`` (so
-GAE and n-step returns stop at the real end before it) and dropped from the
-batch, which so has up to one row fewer per finished episode.
+``sample()`` steps ``num_envs`` lanes in lock step for
+``rollout_fragment_length`` steps with one batched forward pass per step: one
+stepping loop, whatever the kind of env behind the lanes (``lanes.Lanes``:
+gymnasium envs stepped one by one, ``env_lanes.py``; or one gymnasium vector
+env with ``vector_env=True``, ``vector_lanes.py``). Each step's outputs go into
+one recorder of segments (``recorder.py``). Observations are kept in the
+observation space's own dtype and structure (``tree.py``) from the env to the
+batch. Episode bookkeeping, seeding and postprocessing (GAE, n-step
+transitions) are the shared trajectory pipeline's (``trajectory.py``).
 """
 
 from __future__ import annotations
 
-import contextlib
 from typing import Any
 
-import gymnasium as gym
 import numpy as np
 
-from ...errors import EnvOutputError
-from ..data.sample_batch import DONES, BatchMetrics, SampleBatch
+from ..data.sample_batch import DONES, SampleBatch
 from ..data.state import get_state, set_state
-from ..data.tree import tree_assign, tree_map, tree_zeros
-from ..envs.atari import take_games
-from ..envs.checks import FLAG_TYPES, REWARD_TYPES, EnvChecker, env_name
-from ..envs.make import EnvSpec, make_env, make_vector_env
+from ..data.tree import tree_assign, tree_zeros
+from ..envs.checks import EnvChecker
+from ..envs.make import EnvSpec
 from ..policy import FlatWeights, PolicyFactory, StatefulPolicy
 from .attributes import pickled_attributes, restore_exactly
-from .normalization import NormalizeObservation, NormalizerState, WorkerNormalizer, check_normalizable
-from .trajectory import (
-    EpisodeBook,
-    Postprocessing,
-    PostprocessMode,
-    Segment,
-    drop_rows,
-    lane_major,
-    new_episode_seed,
-    worker_seed,
-)
+from .env_lanes import EnvLanes
+from .lanes import Lanes, LanesFactory
+from .normalization import NormalizerState, WorkerNormalizer, check_normalizable
+from .recorder import SegmentRecorder, segment_batch
+from .trajectory import EpisodeBook, Postprocessing, PostprocessMode, new_episode_seed, worker_seed
+from .vector_lanes import VectorLanes
 
-__all__ = ["MAX_ENV_FAILURES", "PolicyDelegation", "RolloutWorker", "check_segment_finite", "default_policy"]
-
-MAX_ENV_FAILURES = 3
-"""``restart_failed_envs``: an env that fails this many times in a row, with no step done in
-between (each replacement failing at once, at its reset or its first step), fails the run with
-its own exception."""
+__all__ = ["PolicyDelegation", "RolloutWorker", "default_policy"]
 
 
 def default_policy(observation_space: Any, action_space: Any, *, seed: int, worker_index: int) -> Any:
@@ -84,42 +62,15 @@ class PolicyDelegation:
         return self.policy.compute_gradients(batch)  # type: ignore[no-any-return]
 
 
-def check_segment_finite(check: EnvChecker, seg: Segment, first: np.ndarray) -> None:
-    """NaN and inf anywhere in a segment, before it leaves the worker: the observations
-    (row ``t`` came from each lane's step ``first + t``: row 0 from the last step before
-    the segment), the rewards and next observations (step ``first + t + 1``), the
-    observations that end episodes, and the next one to act on (``first + T``)."""
-    check.finite_steps(first, 0, observations=seg.obs)
-    check.finite_steps(first, 1, rewards=seg.rewards, observations=seg.next_obs)
-    last = tree_map(lambda x: x[None], seg.last_obs)
-    check.finite_steps(first, len(seg.rewards), observations=last)
-    for t, lane, obs in seg.truncations:
-        check.finite(obs, 0.0, lane, int(first[lane]) + t + 1)
-
-
-def _lane_major_zeros(space: gym.Space[Any], steps: int, n: int) -> Any:
-    """Zeros indexed ``[t, lane]`` whose memory is lane-major, each lane's steps contiguous:
-    the batch's columns (``lane_major``) are then views of them, not copies. An observation
-    is copied from the env into this buffer, and next into the ring, and no more."""
-    return tree_map(lambda a: a.swapaxes(0, 1), tree_zeros(space, (n, steps)))
-
-
-def _copy_at(tree: Any, t: int, lane: int) -> Any:
-    """A copy of step ``t`` of lane ``lane`` of a ``(T, k, ...)`` tree."""
-    return tree_map(lambda a: np.array(a[t, lane]), tree)
-
-
-def _row(tree: Any, t: int) -> Any:
-    """Step ``t`` of a ``(T, k, ...)`` tree: views, one per leaf."""
-    return tree[t] if isinstance(tree, np.ndarray) else tree_map(lambda a: a[t], tree)
-
-
 class RolloutWorker(PolicyDelegation):
     """Environments plus a policy: ``sample()`` returns one postprocessed ``SampleBatch``.
 
     ``policy_factory`` builds the policy (a ``PolicyFactory``; by default the
     built-in actor-critic); ``postprocess`` and ``n_step`` say how its
-    experience is postprocessed (``trajectory.Postprocessing``).
+    experience is postprocessed (``trajectory.Postprocessing``). ``lanes``
+    builds the lanes of a kind of env of the caller's own (a ``LanesFactory``);
+    by default gymnasium envs stepped one by one, or one vector env with
+    ``vector_env``.
     """
 
     def __init__(
@@ -142,267 +93,73 @@ class RolloutWorker(PolicyDelegation):
         normalize_rewards: bool = False,
         normalize_clip: float = 10.0,
         restart_failed_envs: bool = False,
+        lanes: LanesFactory | None = None,
     ) -> None:
         self.postprocessing = Postprocessing(postprocess, gamma, lam, n_step, use_critic and postprocess == "gae")
-        self.spec = env
-        self.restart_failed_envs = restart_failed_envs
-        self.env_errors = 0  # envs replaced since the last sample (restart_failed_envs)
-        self.failures = np.zeros(num_envs, np.int64)  # each env's failures with no step done in between
-        self.failed_at = np.full(num_envs, -2, np.int64)  # the env step of each env's latest failure
-        self.vector: gym.vector.VectorEnv[Any, Any, Any] | None = make_vector_env(env, num_envs) if vector_env else None
-        self.envs = [] if self.vector is not None else [make_env(env) for _ in range(num_envs)]
         self.num_envs = num_envs
         self.fragment = rollout_fragment_length
         self.worker_index = worker_index
         base = worker_seed(seed, worker_index)
-        if self.vector is not None:
-            self.observation_space = self.vector.single_observation_space
-            action_space = self.vector.single_action_space
+        self.lanes: Lanes
+        if lanes is not None:  # a kind of env of the caller's own
+            self.lanes = lanes(env, num_envs, worker_index=worker_index, check_env_output=check_env_output)
+        elif vector_env:
+            self.lanes = VectorLanes(env, num_envs, worker_index=worker_index, check_env_output=check_env_output)
         else:
-            self.observation_space, action_space = self.envs[0].observation_space, self.envs[0].action_space
+            self.lanes = EnvLanes(env, num_envs, worker_index=worker_index, check_env_output=check_env_output,
+                                  restart_failed_envs=restart_failed_envs)  # fmt: skip
+        self.observation_space = self.lanes.observation_space
         self.normalizer: WorkerNormalizer | None = None
         if normalize_observations or normalize_rewards:
             shape = check_normalizable(self.observation_space) if normalize_observations else None
             state = NormalizerState.empty(shape, normalize_rewards, normalize_clip)
             self.normalizer = WorkerNormalizer(state, num_envs, gamma)
             if normalize_observations:
-                self.envs = [NormalizeObservation(e, self.normalizer) for e in self.envs]
+                assert isinstance(self.lanes, EnvLanes), "the config refuses normalization with vector_env"
+                self.lanes.normalize_observations(self.normalizer)
         factory = policy_factory or default_policy
-        self.policy: Any = factory(self.observation_space, action_space, seed=base, worker_index=worker_index)
+        self.policy: Any = factory(self.observation_space, self.lanes.action_space, seed=base,
+                                   worker_index=worker_index)  # fmt: skip
         self.checker = EnvChecker(env, self.observation_space, worker_index) if check_env_output else None
-        self.env_steps = np.zeros(num_envs, np.int64)  # each sub-env's steps so far (named in env errors)
+        """The NaN and inf checks of every segment (what each step returns, the lanes check)."""
+        self.env_steps = np.zeros(num_envs, np.int64)  # each lane's env steps so far (named in env errors)
         self.obs = tree_zeros(self.observation_space, (num_envs,))
-        self.resetting = np.zeros(num_envs, bool)  # vector env: lanes whose next step is the autoreset
-        if self.vector is not None:
-            self.obs = self.vector.reset(seed=base)[0]
-            if self.checker is not None:
-                self._check_vector_obs(self.checker, self.obs, 0)
-        for i, e in enumerate(self.envs):
-            tree_assign(self.obs, i, self._reset(e, i, 0, seed=base + i))
+        self.lanes.reset(self.obs, base, self.env_steps)
         self.episodes = EpisodeBook(worker_index, num_envs)
-        self.scores_games = any(take_games(e) is not None for e in self.envs)
 
     def sample(self) -> SampleBatch:
-        """Collect ``rollout_fragment_length`` steps from each sub-environment."""
+        """Collect ``rollout_fragment_length`` steps from each lane: the one stepping loop."""
+        lanes, book, policy, first = self.lanes, self.episodes, self.policy, self.env_steps
+        stateful = policy if isinstance(policy, StatefulPolicy) else None
+        rec = SegmentRecorder(self.observation_space, self.fragment, self.num_envs,
+                              keeps_next_obs=self.postprocessing.keeps_next_obs)  # fmt: skip
+        tree_assign(rec.obs, 0, self.obs)
         # A value too large for float32 (a reward of 1e39) becomes inf in the buffers, which
         # the checks then name; numpy's overflow warning on the way is not the error to give.
         with np.errstate(over="ignore", invalid="ignore"):
-            return self._sample_vector(self.vector) if self.vector is not None else self._sample_envs()
-
-    def _sample_envs(self) -> SampleBatch:
-        """``sample()`` for sub-environments stepped one by one."""
-        n, steps = len(self.envs), self.fragment
-        book, policy, check = self.episodes, self.policy, self.checker
-        stateful = policy if isinstance(policy, StatefulPolicy) else None
-        expected = check.expected if check is not None else None
-        shape, dtype = expected if expected is not None else ((), None)
-        first = self.env_steps
-        keeps_next = self.postprocessing.keeps_next_obs
-        obs_buf, next_buf, rewards, dones, terminateds, logps, values, eps = self._buffers(steps, n)
-        actions: list[np.ndarray] = []
-        truncations: list[tuple[int, int, Any]] = []
-        tree_assign(obs_buf, 0, self.obs)
-        skipped: np.ndarray | None = None  # steps of envs that failed (restart_failed_envs): dropped
-        for t in range(steps):
-            eps[t] = book.ids
-            action, logps[t], values[t] = policy.compute_actions(_row(obs_buf, t))
-            actions.append(action)
-            env_action = policy.env_actions(action)
-            into = _row(obs_buf, t + 1) if t + 1 < steps else self.obs  # each observation is copied once
-            ended: list[int] = []
-            failed: list[int] = []
-            for i, env in enumerate(self.envs):
-                try:
-                    out = env.step(env_action[i])
-                except Exception as exc:
-                    if not self.restart_failed_envs:
-                        raise
-                    failed.append(i)
-                    tree_assign(into, i, self._replace(i, exc, int(first[i]) + t + 1))
-                    continue
-                try:
-                    next_obs, reward, terminated, truncated, info = out
-                except (TypeError, ValueError):
-                    if check is None:
-                        raise
-                    check.step_output(out, i, int(first[i]) + t + 1)  # names the old gym API
-                    raise
-                if check is not None:  # inline: the usual step costs no call
-                    if type(next_obs) is not np.ndarray or next_obs.shape != shape or next_obs.dtype != dtype:
-                        check.observation(next_obs, i, int(first[i]) + t + 1)
-                    if type(reward) not in REWARD_TYPES:
-                        reward = check.reward(reward, i, int(first[i]) + t + 1)
-                    if (
-                        type(terminated) not in FLAG_TYPES
-                        or type(truncated) not in FLAG_TYPES
-                        or type(info) is not dict
-                    ):
-                        check.flags(terminated, truncated, info, i, int(first[i]) + t + 1)
-                rewards[t, i] = reward
-                if keeps_next:
-                    tree_assign(next_buf, (t, i), next_obs)
-                terminateds[t, i] = terminated
-                if terminated or truncated:
-                    dones[t, i] = True
-                    ended.append(i)
-                    if truncated and not terminated:
-                        truncations.append((t, i, tree_map(np.array, next_obs)))
-                    try:
-                        next_obs = self._reset(env, i, int(first[i]) + t + 1)
-                    except EnvOutputError:
-                        raise
-                    except Exception as exc:
-                        if not self.restart_failed_envs:
-                            raise
-                        next_obs = self._replace(i, exc, int(first[i]) + t + 1)
-                tree_assign(into, i, next_obs)
-            book.add(rewards[t])
-            for i in ended:
-                book.end(i)
-            if failed:
-                skipped = np.zeros((steps, n), bool) if skipped is None else skipped
-                self._abandon(failed, t, skipped, dones, truncations, obs_buf)
-            if (ended or failed) and stateful is not None:
-                stateful.episodes_ended(ended + failed)  # a recurrent policy forgets those envs' state
-        if self.normalizer is not None:  # the episode book above counted the raw rewards
-            rewards = self.normalizer.rewards(rewards, dones)
-        segment = Segment(obs_buf, np.stack(actions), rewards, dones, terminateds, logps, values, eps,
-                          last_obs=self.obs, next_obs=next_buf, truncations=truncations)  # fmt: skip
-        return self._batch(segment, skipped)
-
-    def _reset(self, env: gym.Env[Any, Any], i: int, step: int, seed: int | None = None) -> Any:
-        """``env.reset``'s observation, checked (``reset`` returns ``(observation, info)``)."""
-        out = env.reset(seed=seed)
-        if self.checker is None:
-            return out[0]
-        obs = self.checker.reset_output(out, i, step)
-        self.checker.observation(obs, i, step)
-        return obs
-
-    def _replace(self, i: int, exc: Exception, step: int) -> Any:
-        """Env ``i`` raised at its step ``step`` (``restart_failed_envs``): close it, build a new
-        one and reset it; its first observation. An env that keeps failing (``MAX_ENV_FAILURES``
-        times in a row, its replacements included) fails the run with its own exception."""
-        while True:
-            in_a_row = self.failed_at[i] >= step - 1  # no step was done since the last failure
-            self.failures[i] = self.failures[i] + 1 if in_a_row else 1
-            self.failed_at[i] = step
-            self.env_errors += 1
-            if self.failures[i] >= MAX_ENV_FAILURES:
-                exc.add_note(f"env {env_name(self.spec)!r} (worker {self.worker_index}, sub-env {i}) failed "
-                             f"{MAX_ENV_FAILURES} times in a row, its replacements included")  # fmt: skip
-                raise exc
-            with contextlib.suppress(Exception):
-                self.envs[i].close()
-            try:
-                env = make_env(self.spec)
-                if self.normalizer is not None and isinstance(self.envs[i], NormalizeObservation):
-                    env = NormalizeObservation(env, self.normalizer)
-                self.envs[i] = env
-                seed = new_episode_seed(self.worker_index, self.episodes.issued) + i
-                return self._reset(env, i, step, seed=seed)
-            except EnvOutputError:
-                raise
-            except Exception as again:  # noqa: BLE001 - counted, tried again
-                exc = again
-
-    def _abandon(
-        self,
-        lanes: list[int],
-        t: int,
-        skipped: np.ndarray,
-        dones: np.ndarray,
-        truncations: list[tuple[int, int, Any]],
-        obs_buf: Any,
-    ) -> None:
-        """The episodes of ``lanes``, whose env failed at step ``t``, end before it: step ``t``
-        leaves the batch, the step before it bootstraps from the observation it led to (as a
-        time limit does), and the episode is dropped from the statistics."""
-        for i in lanes:
-            skipped[t, i] = dones[t, i] = True
-            if t > 0 and not dones[t - 1, i]:
-                dones[t - 1, i] = True
-                truncations.append((t - 1, i, _copy_at(obs_buf, t, i)))
-            self.episodes.drop(i)
-
-    def _buffers(self, steps: int, n: int) -> tuple[Any, ...]:
-        """One sample's arrays, ``(steps, n, ...)``: observations, next observations (or None),
-        rewards, dones, terminateds, log-probs, values, episode ids. The observations lie
-        lane-major in memory (``_lane_major_zeros``)."""
-        space = self.observation_space
-        next_buf = _lane_major_zeros(space, steps, n) if self.postprocessing.keeps_next_obs else None
-        kinds = (np.float32, bool, bool, np.float32, np.float32, np.int64)
-        return (_lane_major_zeros(space, steps, n), next_buf, *(np.zeros((steps, n), k) for k in kinds))
-
-    def _sample_vector(self, vector: gym.vector.VectorEnv[Any, Any, Any]) -> SampleBatch:
-        """``sample()`` for a vector env: one ``step`` per time step, every lane at once."""
-        n, steps = self.num_envs, self.fragment
-        book, policy, check = self.episodes, self.policy, self.checker
-        first = self.env_steps
-        keeps_next = self.postprocessing.keeps_next_obs
-        obs_buf, next_buf, rewards, dones, terminateds, logps, values, eps = self._buffers(steps, n)
-        skipped = np.zeros((steps, n), bool)  # autoreset steps: no episode's, dropped below
-        actions: list[np.ndarray] = []
-        truncations: list[tuple[int, int, Any]] = []
-        for t in range(steps):
-            obs_buf[t] = self.obs
-            eps[t] = book.ids
-            action, logps[t], values[t] = policy.compute_actions(self.obs)
-            actions.append(action)
-            next_obs, reward, terminated, truncated, _ = vector.step(policy.env_actions(action))
-            if check is not None:
-                self._check_vector_obs(check, next_obs, first + t + 1)
-            resetting = self.resetting
-            skipped[t] = resetting
-            rewards[t] = reward
-            terminateds[t] = terminated
-            if keeps_next:
-                next_buf[t] = next_obs  # type: ignore[index]
-            ended = np.logical_or(terminated, truncated)
-            dones[t] = ended | resetting
-            if ended.any():
-                for i in np.flatnonzero(truncated & ~terminated):
-                    truncations.append((t, int(i), next_obs[i].copy()))
-            values[t, resetting] = 0.0
-            book.add(rewards[t], stepped=~resetting)
-            for i in np.flatnonzero(ended):
-                book.end(int(i))
-            self.obs = next_obs
-            self.resetting = ended
-        segment = Segment(obs_buf, np.stack(actions), rewards, dones, terminateds, logps, values, eps,
-                          last_obs=self.obs, next_obs=next_buf, truncations=truncations)  # fmt: skip
-        return self._batch(segment, skipped)
-
-    def _batch(self, segment: Segment, skipped: np.ndarray | None = None) -> SampleBatch:
-        """The sample's batch: checked for NaN and inf, postprocessed, without the ``skipped``
-        steps (``(T, k)``: the vector env's autoresets, failed envs), with its episodes."""
-        if self.checker is not None:
-            check_segment_finite(self.checker, segment, self.env_steps)
-        self.env_steps = self.env_steps + self.fragment
-        columns = self.postprocessing(segment, self.policy.values)
-        if isinstance(self.policy, StatefulPolicy):  # a recurrent policy's states, (T, k, ...) like the segment
-            columns.update(lane_major(self.policy.take_columns()))
-        if skipped is not None and skipped.any():
-            columns = drop_rows(columns, np.swapaxes(skipped, 0, 1).reshape(-1))
-        returns, lengths = self.episodes.take()
-        metrics: BatchMetrics = {"num_env_errors": self.env_errors}  # envs replaced (restart_failed_envs)
-        self.env_errors = 0
-        if self.scores_games:  # Atari: whole games' real scores; the lives the learner saw aside
-            games = [game for env in self.envs for game in take_games(env) or ()]
-            metrics["training_return"] = returns
-            returns, lengths = [score for score, _ in games], [n for _, n in games]
-        return SampleBatch(columns, episode_returns=returns, episode_lengths=lengths, metrics=metrics)
-
-    def _check_vector_obs(self, check: EnvChecker, obs: Any, steps: np.ndarray | int) -> None:
-        """The inline check of ``sample()`` for all lanes at once; a misfit names its lane."""
-        shape, dtype = check.expected or ((), None)
-        if type(obs) is np.ndarray and obs.shape == (self.num_envs, *shape) and obs.dtype == dtype:
-            return
-        lane_steps = np.broadcast_to(steps, (self.num_envs,))
-        if type(obs) is np.ndarray and obs.shape[:1] == (self.num_envs,):
-            for i in range(self.num_envs):
-                check.observation(obs[i], i, int(lane_steps[i]))
-        check.observation(obs, 0, int(lane_steps[0]))  # not one row per lane: lane 0's error names it
+            for t in range(self.fragment):
+                rec.eps[t] = book.ids
+                action, rec.logps[t], rec.values[t] = policy.compute_actions(rec.observations(t))
+                rec.actions.append(action)
+                row = rec.row(t, first, self.obs)
+                lanes.step(policy.env_actions(action), row)
+                rec.add(t, row)
+                book.add(row.rewards, stepped=None if row.unstepped is None else ~row.unstepped)
+                for i in row.ended:
+                    book.end(i)
+                if row.failed:
+                    rec.abandon(t, row.failed)
+                    for i in row.failed:
+                        book.drop(i)  # dropped from the statistics
+                if stateful is not None and (row.ended or row.failed):
+                    stateful.episodes_ended(row.ended + row.failed)  # a recurrent policy forgets those lanes
+            rewards = None
+            if self.normalizer is not None:  # the episode book above counted the raw rewards
+                rewards = self.normalizer.rewards(rec.rewards, rec.dones)
+            segment = rec.segment(self.obs, rewards)
+        self.env_steps = first + self.fragment
+        return segment_batch(segment, first=first, checker=self.checker, postprocessing=self.postprocessing,
+                             policy=policy, episodes=book, report=lanes.report, skipped=rec.skipped)  # fmt: skip
 
     def sample_with_gradients(self) -> tuple[list[np.ndarray], dict[str, float], SampleBatch]:
         """Sample, then compute gradients on that sample (A3C's worker step).
@@ -450,11 +207,7 @@ class RolloutWorker(PolicyDelegation):
         """Abandon every episode in progress and reset every env, with seeds of their own
         (the same for the same counters: a run resumed twice goes on the same way twice)."""
         seed = new_episode_seed(self.worker_index, self.episodes.issued)
-        if self.vector is not None:
-            self.obs = self.vector.reset(seed=seed)[0]
-            self.resetting[:] = False
-        for i, env in enumerate(self.envs):
-            tree_assign(self.obs, i, self._reset(env, i, int(self.env_steps[i]), seed=seed + i))
+        self.lanes.reset(self.obs, seed, self.env_steps)
         for i in range(self.num_envs):
             self.episodes.drop(i)
         if isinstance(self.policy, StatefulPolicy):
@@ -462,10 +215,7 @@ class RolloutWorker(PolicyDelegation):
 
     def close_envs(self) -> None:
         """Close the environments."""
-        for env in self.envs:
-            env.close()
-        if self.vector is not None:
-            self.vector.close()
+        self.lanes.close()
 
     async def aclose(self) -> None:
         """Close the environments (the actor layer awaits this when the worker stops)."""
