@@ -156,10 +156,12 @@ def main() -> None:
         title = f"{task.env}: mean of last {task.window} episodes >= {task.target:g} (wall seconds from launch)"
         print_table(title, ["run", "seconds", "env steps", "solved"], rows)
         ours = medians.get(f"asyncflow {task.algo}")
-        for name, theirs in medians.items():
-            if not name.startswith("asyncflow"):
-                summary.append([key, name.removeprefix("stable-baselines3 "), ours, theirs,
-                                f"{theirs / ours:.2f}x" if ours else "-"])  # fmt: skip
+        peers = [(name, theirs) for name, theirs in medians.items() if not name.startswith("asyncflow")]
+        for name, theirs in peers:
+            summary.append([key, name.removeprefix("stable-baselines3 "), ours, theirs,
+                            f"{theirs / ours:.2f}x" if ours else "-"])  # fmt: skip
+        if not peers:  # stable-baselines3 not installed: asyncflow's median alone
+            summary.append([key, "(not installed)", ours, None, "-"])
     print_table("medians", ["task", "SB3 settings", "asyncflow s", "stable-baselines3 s", "SB3 / asyncflow"], summary)
 
 
