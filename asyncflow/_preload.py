@@ -1,6 +1,7 @@
 """What asyncflow's fork server preloads, told to the actor layer (which names no module of
-its own accord: ``asyncflow.actors.add_preload``). ``import asyncflow.algorithms`` calls
-``register()`` before it starts the fork server early; so may anyone who starts it by hand.
+its own accord: ``asyncflow.actors.add_preload``). ``import asyncflow.rl`` calls
+``register()`` (so a runtime opened by hand for RL workers starts them warm), and so
+``import asyncflow.algorithms`` has before it starts the fork server early.
 
 - for every actor: torch, gymnasium, the algorithms, and the worker-side modules that the
   algorithms load lazily (the policies of DQN, Ape-X, SAC and TD3, the replay shards);
@@ -23,6 +24,6 @@ TORCH_FREE_PRELOAD = ["gymnasium", f"{_RL}.sampling.rollout_worker", f"{_RL}.sam
 
 
 def register() -> None:
-    """Tell the actor layer what asyncflow's actors need preloaded."""
+    """Tell the actor layer what asyncflow's actors need preloaded (again: no change)."""
     add_preload(PRELOAD)
     add_preload(TORCH_FREE_PRELOAD, torch_free=True)

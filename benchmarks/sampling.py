@@ -195,14 +195,15 @@ def checks(args: argparse.Namespace) -> None:
     rows = []
     for n in args.envs:
         worker = RolloutWorker(ENV, num_envs=n, rollout_fragment_length=FRAGMENT)
-        checker = worker.checker
+        lanes: Any = worker.lanes
+        checker, inline = worker.checker, lanes.checker  # the NaN checks of each sample, the step's own
         times: dict[bool, list[float]] = {True: [], False: []}
         for _ in range(3):
             worker.sample()  # warm-up
         deadline = time.perf_counter() + 2 * args.seconds * args.repeats
         while time.perf_counter() < deadline:
             for on in (True, False):
-                worker.checker = checker if on else None
+                worker.checker, lanes.checker = (checker, inline) if on else (None, None)
                 start = time.perf_counter()
                 worker.sample()
                 times[on].append(time.perf_counter() - start)

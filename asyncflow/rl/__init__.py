@@ -17,6 +17,10 @@ hold a torch model import (``policies/numpy_policy.py`` says why that matters).
 import importlib
 from typing import TYPE_CHECKING, Any
 
+from .. import _preload
+
+_preload.register()  # the fork server preloads what RL actors import, for runtimes opened by hand too
+
 if TYPE_CHECKING:
     from ..algorithms.dqn import DQNLearner
     from ..algorithms.sac import SACLearner

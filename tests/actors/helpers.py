@@ -36,6 +36,20 @@ class Counter:
             self.running -= 1
         return self.add(k)
 
+    async def add_together(self, k: int, together: int, limit_s: float = 20.0) -> int:
+        """Add ``k`` once ``together`` calls of this method are running at once (within
+        ``limit_s``, else ``TimeoutError``): proof of overlap that a busy machine cannot break,
+        as it can a fixed sleep's."""
+        self.running += 1
+        self.max_running = max(self.max_running, self.running)
+        try:
+            async with asyncio.timeout(limit_s):
+                while self.max_running < together:
+                    await asyncio.sleep(0.005)
+        finally:
+            self.running -= 1
+        return self.add(k)
+
     def stats(self) -> dict[str, int]:
         return {"n": self.n, "max_running": self.max_running, "cancelled": self.cancelled}
 
