@@ -86,7 +86,7 @@ def make_vector_env(spec: EnvSpec, num_envs: int) -> gym.vector.VectorEnv[Any, A
     """``num_envs`` lanes of ``spec``'s own vectorized implementation, in this process.
 
     Only ``NEXT_STEP`` autoreset and array observations are taken: what the
-    rollout worker's vector sampler handles (see ``rollout_worker.py``).
+    rollout worker's vector lanes handle (see ``sampling/vector_lanes.py``).
     """
     check_vector_env(spec)
     assert isinstance(spec, str)
