@@ -12,15 +12,13 @@ import textwrap
 
 from asyncflow.actors._runtime import SHARED_CORE_MAX_CPUS
 
-# Prints, from /proc, the driver's fork servers (children running forkserver's main)
-# right after the import, the same after a runtime ran, and the torch server's pid. The
-# workers run torch unless PROBE_INFERENCE says otherwise.
-_PROBE = textwrap.dedent(
+# The probes' own fork servers, from /proc: the children running forkserver's main, as
+# pids or as their command lines (which list what each preloads).
+_SERVERS = textwrap.dedent(
     """
-    import asyncio, os
-    import multiprocessing.forkserver as fs
+    import os
 
-    def servers():
+    def servers(cmdlines=False):
         found = []
         for pid in filter(str.isdigit, os.listdir("/proc")):
             try:
@@ -31,8 +29,17 @@ _PROBE = textwrap.dedent(
             except OSError:
                 continue
             if ppid == os.getpid() and b"multiprocessing.forkserver" in cmdline:
-                found.append(int(pid))
+                found.append(cmdline.decode(errors="replace") if cmdlines else int(pid))
         return found
+    """
+)
+
+# Prints the driver's fork servers right after the import, the same after a runtime ran,
+# and the torch server's pid. The workers run torch unless PROBE_INFERENCE says otherwise.
+_PROBE = _SERVERS + textwrap.dedent(
+    """
+    import asyncio
+    import multiprocessing.forkserver as fs
 
     started_before_torch = fs._forkserver._forkserver_pid is not None
     from asyncflow import _preload
@@ -122,31 +129,17 @@ def test_on_few_cpus_the_servers_import_on_one_and_the_workers_take_the_drivers_
         assert out["SERVER_CPUS_AFTER"] == driver
 
 
-_BY_HAND = textwrap.dedent(
+_BY_HAND = _SERVERS + textwrap.dedent(
     """
-    import asyncio, os
+    import asyncio
     import asyncflow
     from asyncflow.rl import RolloutWorker  # the RL layer only: no asyncflow.algorithms, no early server
-
-    def servers():
-        found = []
-        for pid in filter(str.isdigit, os.listdir("/proc")):
-            try:
-                with open(f"/proc/{pid}/stat") as f:
-                    ppid = int(f.read().rsplit(")", 1)[1].split()[1])
-                with open(f"/proc/{pid}/cmdline", "rb") as f:
-                    cmd = f.read().decode(errors="replace")
-            except OSError:
-                continue
-            if ppid == os.getpid() and "forkserver" in cmd:
-                found.append(cmd)
-        return found
 
     async def main():
         async with asyncflow.open_runtime() as rt:
             worker = await rt.spawn(RolloutWorker, "CartPole-v1", num_envs=1, rollout_fragment_length=8)
             assert len(await worker.call(RolloutWorker.sample)) == 8
-            print("SERVERS", servers())
+            print("SERVERS", servers(cmdlines=True))
 
     asyncio.run(main())
     """
