@@ -114,6 +114,9 @@ class ActorHandle:
         self._moved_before = 0
         self._methods: dict[str, bool] = {}  # kept across restarts
         self._failed: ActorDiedError | None = None  # set when a restart failed
+        # Calls (with their futures) and notifies (None) made while a restart is under way:
+        # the new process gets them in the order they were made.
+        self._held: list[tuple[str, tuple[Any, ...], dict[str, Any], asyncio.Future[Any] | None]] = []
 
     def __repr__(self) -> str:
         return f"<ActorHandle {self.name!r} ({self.type_name}) pid={self.pid}>"
@@ -166,7 +169,9 @@ class ActorHandle:
         self._check_method(method)
         self._raise_notify_errors()
         if self._restarting is not None:
-            return asyncio.ensure_future(self._call_after_restart(method, args, kwargs))
+            future = asyncio.get_running_loop().create_future()
+            self._held.append((method, args, kwargs, future))
+            return future
         return self._transport.call(method, args, kwargs)
 
     @overload
@@ -183,6 +188,9 @@ class ActorHandle:
             self._check_open()  # each raises its own error
             self._check_method(method)
             self._raise_notify_errors()
+        if self._restarting is not None:  # for the new process, in order with the calls held
+            self._held.append((method, args, kwargs, None))
+            return
         transport.notify(method, args, kwargs)
 
     def drain(self) -> Awaitable[None]:
@@ -201,12 +209,6 @@ class ActorHandle:
         if self._restarting is not None:
             await asyncio.shield(self._restarting)
         await self._transport.drain()
-
-    async def _call_after_restart(self, method: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        assert self._restarting is not None
-        await asyncio.shield(self._restarting)
-        self._check_open()
-        return await self._transport.call(method, args, kwargs)
 
     def _check_open(self) -> None:
         if self._closed:
@@ -246,12 +248,36 @@ class ActorHandle:
             raise
         except Exception as exc:  # noqa: BLE001 - kept for every later call
             await self._transport.stop()
-            # Not raised here: nobody awaits this task. Calls waiting for the
+            # Not raised here: nobody awaits this task. Calls held for the
             # restart, and every later call, raise it instead.
             self._failed = ActorDiedError(self.name, None, f"its restart failed: {exc!r}")
             self._failed.__cause__ = exc
+            self._release_held(self._failed)
+        else:
+            self._send_held()
         finally:
             self._restarting = None
+
+    def _send_held(self) -> None:
+        """Send what was called or notified during the restart to the new process, in order."""
+        held, self._held = self._held, []
+        for method, args, kwargs, future in held:
+            try:
+                if future is None:
+                    self._transport.notify(method, args, kwargs)
+                elif not future.cancelled():
+                    _forward(self._transport.call(method, args, kwargs), future)
+            except Exception as exc:  # noqa: BLE001 - the caller has gone on: its future, or the next call, gets it
+                if future is None:
+                    self._transport.notify_errors.append(exc)
+                elif not future.done():
+                    future.set_exception(exc)
+
+    def _release_held(self, error: BaseException) -> None:
+        held, self._held = self._held, []
+        for _, _, _, future in held:
+            if future is not None and not future.done():
+                future.set_exception(error)
 
     async def kill(self) -> None:
         """Kill the actor's process now (SIGKILL), as a crash would, for an actor that hangs:
@@ -275,6 +301,7 @@ class ActorHandle:
         if restarting is not None:
             restarting.cancel()
             await asyncio.wait([restarting])
+        self._release_held(ClosedError(f"actor {self.name!r} is closed"))
         await self._transport.stop()
 
     def _kill_now(self) -> None:
@@ -292,3 +319,20 @@ class ActorHandle:
     @property
     def _calls_completed(self) -> int:
         return self._transport.calls_completed
+
+
+def _forward(call: asyncio.Future[Any], to: asyncio.Future[Any]) -> None:
+    """Resolve ``to`` as ``call`` resolves; cancelling ``to`` cancels ``call``."""
+
+    def done(f: asyncio.Future[Any]) -> None:
+        if to.done():
+            return
+        if f.cancelled():
+            to.cancel()
+        elif (error := f.exception()) is not None:
+            to.set_exception(error)
+        else:
+            to.set_result(f.result())
+
+    call.add_done_callback(done)
+    to.add_done_callback(lambda f: call.cancel() if f.cancelled() else None)

@@ -97,6 +97,40 @@ async def test_restart_policy_recreates_the_actor(remote_runtime: asyncflow.Runt
         await c.add(1)
 
 
+async def test_calls_and_notifies_made_during_a_restart_reach_the_new_process_in_order(
+    remote_runtime: asyncflow.Runtime,
+) -> None:
+    """A notify while the actor restarts used to raise the old process's death (Ape-X's
+    update_priorities to a replay shard that was killed failed the run, CI 1 time in 5)."""
+    c = await remote_runtime.spawn(Counter, max_restarts=1)
+    in_flight = asyncio.ensure_future(c.slow_add(100, 30.0))
+    await asyncio.sleep(0.05)
+    assert c.pid is not None
+    os.kill(c.pid, signal.SIGKILL)
+    with pytest.raises(ActorDiedError):
+        await in_flight  # the death is noticed: the restart is under way
+    assert c.alive and c.restarts == 0
+    c.notify(Counter.add, 1)
+    second = c.add(2)
+    c.add.notify(3)
+    assert await c.get_log() == [1, 2, 3]
+    assert await second == 3 and c.restarts == 1
+
+
+async def test_closing_during_a_restart_fails_the_calls_held_for_it(remote_runtime: asyncflow.Runtime) -> None:
+    c = await remote_runtime.spawn(Counter, max_restarts=1)
+    in_flight = asyncio.ensure_future(c.slow_add(1, 30.0))
+    await asyncio.sleep(0.05)
+    assert c.pid is not None
+    os.kill(c.pid, signal.SIGKILL)
+    with pytest.raises(ActorDiedError):
+        await in_flight
+    held = c.add(1)
+    await c.close()
+    with pytest.raises(ClosedError):
+        await held
+
+
 async def test_cancelling_a_caller_cancels_the_remote_task(runtime: asyncflow.Runtime) -> None:
     c = await runtime.spawn(Counter)
     call = asyncio.ensure_future(c.slow_add(1, 30.0))

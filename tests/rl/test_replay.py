@@ -78,6 +78,17 @@ def test_new_rows_get_the_largest_priority_seen() -> None:
     assert buffer.priorities(slots)[0] == pytest.approx(5.0)
 
 
+def test_priorities_for_rows_past_those_held_are_left_out() -> None:
+    """Indexes sampled from a shard that was since restarted empty: the rows they name are not
+    held, and a priority there would make the empty slots drawable."""
+    buffer = PrioritizedReplayBuffer(8, alpha=1.0, eps=0.0, seed=0)
+    buffer.add(_rows(0, 2))
+    buffer.update_priorities(np.array([1, 5, 7]), np.array([3.0, 9.0, 9.0]))
+    np.testing.assert_allclose(buffer.priorities(np.arange(8)), [1.0, 3.0, 0, 0, 0, 0, 0, 0])
+    assert buffer.sample(200)[BATCH_INDEXES].max() == 1
+    assert buffer.priorities(buffer.add(_rows(2, 1)))[0] == pytest.approx(3.0)  # 9 was never seen
+
+
 def test_nstep_returns_against_a_hand_computed_case() -> None:
     # One env, 5 steps, gamma 0.5, n = 3; the episode terminates after step 2.
     rewards = np.array([[1.0], [2.0], [4.0], [8.0], [16.0]], np.float32)

@@ -71,8 +71,6 @@ class ReplayActor:
         self.buffer = pickle.loads(state) if isinstance(state, bytes) else state
         if len(self.buffer) >= self.learning_starts:
             self._ready.set()
-        if len(self.buffer) >= self.learning_starts:
-            self._ready.set()
 
     def stats(self) -> dict[str, object]:
         """Counts: rows held, added and sampled."""

@@ -204,6 +204,13 @@ class PrioritizedReplayBuffer(ReplayBuffer):
         return self._sums[indexes]
 
     def update_priorities(self, indexes: np.ndarray, td_errors: np.ndarray) -> None:
+        """New priorities ``(|td_error| + eps)**alpha`` for the rows at ``indexes``. Indexes past
+        the rows held are left out: they come from a shard that was restarted empty since
+        it sampled them (a row overwritten since is a row like any other, as in RLlib)."""
+        indexes = np.asarray(indexes)
+        held = indexes < self._size
+        if not held.all():
+            indexes, td_errors = indexes[held], np.asarray(td_errors)[held]
         priorities = np.abs(np.asarray(td_errors, np.float64)) + self.eps
         self._max_priority = max(self._max_priority, float(priorities.max(initial=0.0)))
         self._sums[indexes] = priorities**self.alpha
