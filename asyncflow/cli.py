@@ -68,13 +68,15 @@ def _build_parser() -> argparse.ArgumentParser:
     )
     train.add_argument("--address", help="--backend ray: the Ray cluster ('auto' or HOST:PORT; default: a local Ray)")
     train.add_argument("--seed", type=int, help="random seed")
+    train.add_argument("--output", help="write what the workers sample to this folder, as Minari datasets")
+    train.add_argument("--input", help="learn from this dataset folder (offline algorithms: bc, marwil, cql)")
     train.add_argument("--stop-reward", type=float, help="stop at this mean episode return")
     train.add_argument(
         "--stop-on-evaluation",
         action="store_true",
         help="--stop-reward is for the evaluation return (needs evaluation_interval)",
     )
-    train.add_argument("--stop-timesteps", type=int, help="stop after this many env steps")
+    train.add_argument("--stop-timesteps", type=int, help="stop after this many env steps (offline: rows trained)")
     train.add_argument("--stop-time", type=float, help="stop after this many seconds")
     train.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE", help="any config field")
     train.add_argument("--logdir", type=Path, default=Path("runs"), help="where run folders go (default: runs)")
@@ -92,6 +94,8 @@ def _build_parser() -> argparse.ArgumentParser:
     evaluate.add_argument("--video", type=Path, help="record the first episode to a .gif (or .mp4 with imageio-ffmpeg)")
     evaluate.add_argument("--video-frames", type=int,
                           help="record at most this many frames of the episode (default 1,000)")  # fmt: skip
+    evaluate.add_argument("--output", type=Path, help="write the episodes to this folder, as a Minari dataset")
+    evaluate.add_argument("--explore", action="store_true", help="sample actions (default: greedy)")
     evaluate.add_argument("--trust-code", action="store_true", help=TRUST_HELP)
     evaluate.add_argument("--debug", action="store_true", help="show full tracebacks")
     export = sub.add_parser("export", help="write a checkpoint's greedy policy as a TorchScript (or ONNX) file")
@@ -133,6 +137,10 @@ def _make_config(cls: Any, args: argparse.Namespace) -> Any:
         fields["num_workers"] = args.num_workers
     if args.seed is not None:
         fields["seed"] = args.seed
+    if args.output is not None:
+        fields["output"] = args.output
+    if args.input is not None:
+        fields["input"] = args.input
     fields.update(_placement(args))
     fields.update(_parse_sets(args.set))
     return cls.config_class(**fields)  # ConfigError before anything starts
@@ -281,11 +289,12 @@ def _evaluate(args: argparse.Namespace) -> int:
 
     frames = {} if args.video_frames is None else {"video_frames": args.video_frames}
     result = evaluate(args.checkpoint, args.episodes, seed=args.seed, video=args.video, trust_code=args.trust_code,
-                      **frames)  # fmt: skip
+                      output=args.output, explore=args.explore, **frames)  # fmt: skip
     print(json.dumps({"episodes": len(result.returns), "return_mean": result.mean, "return_std": result.std,
                       "length_mean": sum(result.lengths) / len(result.lengths)}))  # fmt: skip
     print(f"return {result.mean:.1f} +- {result.std:.1f} over {len(result.returns)} episodes"
-          + (f"; video: {result.video}" if result.video else ""))  # fmt: skip
+          + (f"; video: {result.video}" if result.video else "")
+          + (f"; experiences: {args.output}" if args.output else ""))  # fmt: skip
     return 0
 
 

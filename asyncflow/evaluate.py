@@ -24,6 +24,8 @@ from .rl.envs.async_env import run_coroutine
 from .rl.envs.atari import AtariEnv
 from .rl.envs.checks import EnvChecker
 from .rl.envs.make import make_async_env, make_env
+from .rl.offline.minari_format import check_space, env_spec_json, require
+from .rl.offline.writer import Output
 from .rl.policy import WorkerPolicy
 from .rl.sampling.episodes import play_episodes
 from .rl.sampling.normalization import NormalizerState
@@ -112,10 +114,14 @@ def evaluate(
     fps: int = 30,
     video_frames: int = MAX_VIDEO_FRAMES,
     trust_code: bool = False,
+    output: str | os.PathLike[str] | None = None,
+    explore: bool = False,
 ) -> Evaluation:
-    """Run ``episodes`` greedy episodes; with ``video``, record the first one (up to ``video_frames``
-    frames). An Atari checkpoint plays whole games with real rewards, recorded as the real RGB
-    screen. ``trust_code``: see ``Algorithm.restore``."""
+    """Run ``episodes`` greedy episodes (sampled actions with ``explore``); with ``video``, record
+    the first one (up to ``video_frames`` frames); with ``output``, write them as a Minari dataset
+    in that folder (``asyncflow.rl.offline``: the behaviour policy's data). An Atari checkpoint
+    plays whole games with real rewards, recorded as the real RGB screen. ``trust_code``: see
+    ``Algorithm.restore``."""
     if episodes < 1:
         raise ConfigError(f"--episodes must be >= 1, not {episodes}")
     if video_frames < 1:
@@ -130,6 +136,17 @@ def evaluate(
         raise ConfigError("--video needs an env given as a gymnasium id, not an AsyncEnv")
     spec = algo.config.worker_env(training=False)
     frames: list[np.ndarray] = []
+    writer = None
+    if output is not None:
+        require("--output")
+        check_space(algo.observation_space, "--output: the observation space")
+        check_space(algo.action_space, "--output: the action space")
+        if Path(output).is_file():
+            raise ConfigError(f"--output: {output} is a file; give a folder (made if missing)")
+        name = f"asyncflow {algo.recipe.name} (evaluate{', explore' if explore else ', greedy'})"
+        writer = Output(str(output), name, env_spec_json(algo.config.env)).writer(
+            "evaluate", 0, algo.observation_space, algo.action_space, 1
+        )
 
     async def play() -> tuple[list[float], list[int]]:
         # Made in the loop that steps it (an AsyncEnv may bind itself to the running loop).
@@ -145,13 +162,18 @@ def evaluate(
         check = EnvChecker(spec, env.observation_space, 0)
         try:
             return await play_episodes(env, policy, episodes, seed=seed, normalizer=normalizer, check=check,
-                                       before_step=record if video is not None else None)  # fmt: skip
+                                       before_step=record if video is not None else None, explore=explore,
+                                       writer=writer)  # fmt: skip
         finally:
             closed = env.close()
             if inspect.isawaitable(closed):
                 await closed
 
-    returns, lengths = run_coroutine(play())
+    try:
+        returns, lengths = run_coroutine(play())
+    finally:
+        if writer is not None:
+            writer.close()
     path = None
     if video is not None:
         path = Path(video)

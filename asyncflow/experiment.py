@@ -104,8 +104,9 @@ class Stop:
             name, ret = "episode_return_mean", result["episode_return_mean"]
         if self.reward is not None and ret is not None and not math.isnan(ret) and ret >= self.reward:
             return f"{name} {ret:.1f} >= {self.reward:g}"
-        if self.timesteps is not None and result["num_env_steps_sampled"] >= self.timesteps:
-            return f"num_env_steps_sampled >= {self.timesteps}"
+        counted = _counted(result)
+        if self.timesteps is not None and result[counted] >= self.timesteps:
+            return f"{counted} >= {self.timesteps}"
         if self.seconds is not None and result["time_total_s"] >= self.seconds:
             return f"time_total_s >= {self.seconds:g}"
         return None
@@ -337,18 +338,19 @@ class Progress:
         ret_text = "nan" if math.isnan(ret) else f"{ret:.1f}"
         left = self.stop.seconds_left(result)
         left_text = f"{left:.0f}s left" if left is not None else "-"
-        rate = result["num_env_steps_sampled_throughput_per_sec"]
+        counted = _counted(result)
+        rate, unit = result[f"{counted}_throughput_per_sec"], "steps" if counted.endswith("sampled") else "rows"
         evaluation = result.get("evaluation")
         if evaluation is not None:
             ret_text += f" eval {evaluation['episode_return_mean']:.1f}"
         if self._bar is not None:
-            self._bar.n = result["num_env_steps_sampled"]
+            self._bar.n = result[counted]
             self._bar.set_postfix_str(f"iter {result['training_iteration']} return {ret_text} {left_text}")
             return
         try:
             print(
-                f"iter {result['training_iteration']:4d}  steps {result['num_env_steps_sampled']:8d}  "
-                f"{rate:8.0f} steps/s  return {ret_text}  ({result['time_total_s']:.1f}s, {left_text})",
+                f"iter {result['training_iteration']:4d}  {unit} {result[counted]:8d}  "
+                f"{rate:8.0f} {unit}/s  return {ret_text}  ({result['time_total_s']:.1f}s, {left_text})",
                 file=self.stream,
                 flush=True,
             )
@@ -422,3 +424,10 @@ async def run_experiment(
             finally:
                 logger.close()
     return last, "the plan ended"
+
+
+def _counted(result: dict[str, Any]) -> str:
+    """What a run's progress counts: env steps sampled, or (an offline run, which samples none)
+    the dataset rows trained; ``--stop-timesteps`` and the progress line use it."""
+    offline = result["num_env_steps_sampled"] == 0 and result["num_env_steps_trained"] > 0
+    return "num_env_steps_trained" if offline else "num_env_steps_sampled"

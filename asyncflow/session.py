@@ -55,6 +55,8 @@ from .rl.envs.spaces import check_action_space, check_observation_space
 from .rl.models import build_model, check_model, model_name
 from .rl.models.config import custom_model
 from .rl.models.nets import one_torch_thread
+from .rl.offline.minari_format import check_space, env_spec_json
+from .rl.offline.writer import Output
 from .rl.policies.numpy_policy import NumpyActorCriticPolicy
 from .rl.policy import PolicyFactory, WorkerPolicy, check_learner
 from .rl.sampling.async_worker import AsyncRolloutWorker
@@ -140,12 +142,26 @@ class Algorithm:
             check_capabilities(recipe, c, is_async=False)
             self.async_env = False
             return self._check_multi_agent_env(models)
+        data = None if recipe.dataset is None else recipe.dataset(c)
+        if data is not None and c.env is None:  # an offline algorithm without an env: the data's spaces
+            if c.evaluation.interval is not None:
+                raise ConfigError("evaluation_interval: evaluation plays episodes in an env: give env (--env)")
+            self.async_env = False
+            check_capabilities(recipe, c, is_async=False)
+            spaces = Spaces(data.observation_space, data.action_space)
+            self._check_model(models["default"], spaces)
+            return spaces
         probe = probe_env(c.worker_env())
         self.async_env = probe.is_async
         check_capabilities(recipe, c, probe.is_async)
         spaces = Spaces(probe.observation_space, probe.action_space)
+        if data is not None:
+            data.check_fits(spaces.observation, spaces.action, f"env {env_name(c.env)!r}")
         if c.environment.normalize_observations:
             check_normalizable(spaces.observation)
+        if c.output is not None:
+            check_space(spaces.observation, "output: the observation space")
+            check_space(spaces.action, "output: the action space")
         self._check_model(models["default"], spaces)
         return spaces
 
@@ -291,6 +307,8 @@ class Algorithm:
                 options = {"vector_env": c.rollouts.vector_env, "normalize_observations": env.normalize_observations,
                            "normalize_rewards": env.normalize_rewards, "normalize_clip": env.normalize_clip,
                            "restart_failed_envs": bool(env.restart_failed)}  # fmt: skip
+                if c.output is not None:
+                    options["output"] = Output(c.output, f"asyncflow {self.recipe.name}", env_spec_json(c.env))
         return [
             runtime.spawn(
                 worker,

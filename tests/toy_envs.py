@@ -310,3 +310,53 @@ class NoiseFrames(gym.Env[np.ndarray, int]):
 
 def stacked_noise() -> gym.Env[Any, Any]:
     return gym.wrappers.FrameStackObservation(NoiseFrames(), 4)
+
+
+class Ledger(gym.Env[np.ndarray, int]):
+    """Each observation says where it is: ``[episode's seed mark, t]``. An episode ends at a
+    length drawn from 2-14 steps, terminated, or truncated at 10; the reward is
+    ``action + t / 100`` of the step's ``t``. A written episode can so be checked row by row."""
+
+    observation_space = gym.spaces.Box(-1e9, 1e9, (2,), np.float32)
+    action_space = gym.spaces.Discrete(3)
+
+    def __init__(self) -> None:
+        self.rng = np.random.default_rng(0)
+        self.mark, self.t, self.length = 0.0, 0, 0
+
+    def reset(self, *, seed: int | None = None, options: Any = None) -> tuple[np.ndarray, dict[str, Any]]:
+        if seed is not None:
+            self.rng = np.random.default_rng(seed)
+        self.mark, self.t, self.length = float(self.rng.integers(1_000_000)), 0, int(self.rng.integers(2, 15))
+        return self._obs(), {}
+
+    def _obs(self) -> np.ndarray:
+        return np.array([self.mark, self.t], np.float32)
+
+    def step(self, action: int) -> tuple[np.ndarray, float, bool, bool, dict[str, Any]]:
+        reward = int(action) + self.t / 100
+        self.t += 1
+        return self._obs(), reward, self.t == self.length, self.t == 10 and self.length > 10, {}
+
+
+class DictFrames(gym.Env[dict, np.ndarray]):  # type: ignore[type-arg]
+    """A ``Dict`` observation of a ``uint8`` frame filled with the step count and a float
+    vector; ``Box`` actions in ``[-2, 2]``; episodes of 7 steps."""
+
+    observation_space = gym.spaces.Dict({"frame": gym.spaces.Box(0, 255, (6, 6, 3), np.uint8),
+                                         "pos": gym.spaces.Box(-1, 1, (2,), np.float32)})  # fmt: skip
+    action_space = gym.spaces.Box(-2, 2, (2,), np.float32)
+
+    def __init__(self) -> None:
+        self.t = 0
+
+    def _obs(self) -> dict[str, np.ndarray]:
+        return {"frame": np.full((6, 6, 3), self.t, np.uint8), "pos": np.full(2, self.t / 10, np.float32)}
+
+    def reset(self, *, seed: int | None = None, options: Any = None) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+        self.t = 0
+        return self._obs(), {}
+
+    def step(self, action: np.ndarray) -> tuple[dict[str, np.ndarray], float, bool, bool, dict[str, Any]]:
+        self.t += 1
+        return self._obs(), float(np.sum(action)), self.t == 7, False, {}

@@ -25,8 +25,10 @@ if TYPE_CHECKING:
     from .a3c import A3C, A3CConfig
     from .apex import ApexDQN, ApexDQNConfig
     from .appo import APPO, APPOConfig
+    from .cql import CQL, CQLConfig
     from .dqn import DQN, DQNConfig
     from .impala import IMPALA, IMPALAConfig
+    from .marwil import BC, MARWIL, BCConfig, MARWILConfig
     from .pg import PG, PGConfig
     from .ppo import PPO, PPOConfig
     from .sac import SAC, SACConfig
@@ -48,6 +50,9 @@ _NAMES = {  # the name on the command line: (module, algorithm class)
     "ddpg": ("td3", "DDPG"),
     "td3": ("td3", "TD3"),
     "two_trainer": ("two_trainer", "TwoTrainer"),
+    "bc": ("marwil", "BC"),
+    "marwil": ("marwil", "MARWIL"),
+    "cql": ("cql", "CQL"),
 }
 _MODULES = {name: module for module, cls in _NAMES.values() for name in (cls, cls + "Config")}
 
@@ -101,5 +106,11 @@ __all__ = [
     "TwoTrainer",
     "TwoTrainerConfig",
     "DDPGConfig",
+    "BC",
+    "BCConfig",
+    "MARWIL",
+    "MARWILConfig",
+    "CQL",
+    "CQLConfig",
     "recipes",
 ]

@@ -288,6 +288,9 @@ class AlgorithmConfig(Fields):
     """Seeds environments, policies and minibatch shuffling."""
     metrics_smoothing_episodes: int = field(default=100, min=1)
     """Episode statistics in a result cover this many of the latest episodes."""
+    output: str | None = None
+    """A folder to write what every rollout worker samples to, as Minari datasets, one per
+    worker process (``asyncflow.rl.offline``; ``pip install 'asyncflow[offline]'``)."""
 
     def __post_init__(self) -> None:
         super().__post_init__()

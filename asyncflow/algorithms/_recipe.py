@@ -25,6 +25,7 @@ import dataclasses
 import functools
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 import gymnasium as gym
@@ -177,6 +178,10 @@ class Recipe(Generic[C, L, R]):
     samples: bool = True
     """Whether its plan samples from rollout workers. False: it learns from what its resources
     hold (a dataset); no rollout worker starts, and the env gives the spaces and evaluation."""
+    dataset: Callable[[C], Any] | None = None
+    """An offline algorithm's dataset (``rl.offline.dataset.Dataset``), opened and checked in the
+    driver before any process starts: without an env its spaces are the policy's; with one,
+    they must be the env's."""
     learners: Callable[[L], list[Any]] = one_learner
     """The learners (torch modules) inside what ``learner`` built: their models decide the
     learner thread's torch threads."""
@@ -229,9 +234,26 @@ def check_capabilities(recipe: Recipe[Any, Any, Any], config: AlgorithmConfig, i
                 else "vector_env=True" if c.rollouts.vector_env else None)  # fmt: skip
         if what is not None:
             raise ConfigError(f"{setting}: not available with {what} (gymnasium envs stepped one by one only)")
+    if c.output is not None:
+        check_output(c, caps, is_async)
     if c.evaluation.interval is not None and caps.multi_agent:
         raise ConfigError(f"evaluation_interval: {name} is multi-agent; evaluation during training is for "
                           "single-agent algorithms")  # fmt: skip
+
+
+def check_output(c: AlgorithmConfig, caps: Capabilities, is_async: bool) -> None:
+    """``output``: what can write experiences (gymnasium envs stepped one by one or as a vector
+    env, single-agent, the observations as the env gave them)."""
+    from ..rl.offline.minari_format import require
+
+    require("output")
+    what = ("a multi-agent plan" if caps.multi_agent else "an AsyncEnv" if is_async
+            else "normalize_observations (the data would hold the normalized ones)"
+            if c.environment.normalize_observations else None)  # fmt: skip
+    if what is not None:
+        raise ConfigError(f"output: not available with {what}")
+    if Path(c.output or "").is_file():
+        raise ConfigError(f"output: {c.output} is a file; give a folder (made if missing)")
 
 
 @functools.cache

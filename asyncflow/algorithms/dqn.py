@@ -75,6 +75,7 @@ class DQNLearner:
         device: str | torch.device = "cpu",
         max_nonfinite_updates: int = 10,
         precision: str = "float32",
+        cql_weight: float = 0.0,
     ) -> None:
         check_discrete(action_space)
         self.device = resolve_device(device) if isinstance(device, str) else device
@@ -91,6 +92,10 @@ class DQNLearner:
         self.guard = UpdateGuard(max_nonfinite_updates, type(self).__name__)
         self.max_grad_norm = max_grad_norm
         self.tau = tau
+        self.cql_weight = cql_weight
+        """Conservative Q-learning's weight (Kumar et al. 2020, CQL(H)): the loss adds
+        ``cql_weight * (logsumexp_a Q(s, a) - Q(s, a_data))``, pushing down the Q-values of
+        actions the data does not take (0: plain DQN)."""
         self.version = 0
         self.target_updates = 0
 
@@ -108,7 +113,8 @@ class DQNLearner:
             weights = torch.as_tensor(batch[WEIGHTS]).to(self.device)
         else:
             weights = torch.ones(len(batch), device=self.device)
-        q = self._q(self.model, obs).gather(1, actions[:, None]).squeeze(1)
+        q_all = self._q(self.model, obs)
+        q = q_all.gather(1, actions[:, None]).squeeze(1)
         with torch.no_grad():
             target_q = self._q(self.target, next_obs)
             if self.masked:  # the bootstrap's max runs over the actions valid in s'
@@ -122,6 +128,11 @@ class DQNLearner:
             targets = rewards + discounts * next_q
         td = q - targets
         loss = (weights * nn.functional.huber_loss(q, targets, reduction="none")).mean()
+        conservative = None
+        if self.cql_weight:
+            gap = torch.logsumexp(masked(q_all, obs) if self.masked else q_all, dim=-1) - q
+            conservative = gap.mean()
+            loss = loss + self.cql_weight * conservative
         self.optimizer.zero_grad()
         loss.backward()  # type: ignore[no-untyped-call]
         norm = self.guard.step(self.optimizer, loss, self._params, self.max_grad_norm)
@@ -135,6 +146,8 @@ class DQNLearner:
             "mean_td_error": float(td.detach().abs().mean()),
             "grad_norm": norm,
         }
+        if conservative is not None:
+            stats["cql_gap"] = float(conservative.detach())
         return ReplayUpdate(stats, to_numpy(td.abs()))
 
     def update_target(self) -> None:

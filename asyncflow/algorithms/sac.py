@@ -22,6 +22,7 @@ import torch
 
 from ..rl.data.replay_buffer import ReplayBuffer
 from ..rl.data.sample_batch import SampleBatch
+from ..rl.data.tree import tree_map
 from ..rl.learners.continuous import ContinuousLearner, batch_tensors, guarded_step
 from ..rl.learners.device import to_numpy
 from ..rl.learners.optim import Adam
@@ -57,6 +58,8 @@ class SACLearner(ContinuousLearner):
         device: str | torch.device = "cpu",
         max_nonfinite_updates: int = 10,
         max_grad_norm: float | None = None,
+        cql_weight: float = 0.0,
+        cql_samples: int = 10,
     ) -> None:
         super().__init__(observation_space, action_space, model=model, hidden=hidden, gaussian=True, num_q=2,
                          actor_lr=actor_lr, critic_lr=critic_lr, tau=tau, seed=seed, device=device,
@@ -65,6 +68,12 @@ class SACLearner(ContinuousLearner):
         self._actor_loss = self._entropy = 0.0
         self.target_entropy = -float(self.act_dim) if target_entropy is None else target_entropy
         self.alpha_opt = Adam([self.log_alpha], lr=alpha_lr)  # type: ignore[list-item]
+        self.cql_weight, self.cql_samples = cql_weight, cql_samples
+        """Conservative Q-learning (Kumar et al. 2020, CQL(H)), 0: plain SAC. Each critic's loss
+        adds ``cql_weight * (logsumexp_i Q(s, a_i) - Q(s, a_data))`` over ``cql_samples``
+        actions each drawn uniformly, from the policy at ``s`` and from the policy at ``s'``,
+        each term less its log-density (importance sampling of the log-sum-exp)."""
+        self._cql_gap = 0.0
 
     def learn_on_batch(self, batch: SampleBatch) -> ReplayUpdate | dict[str, float]:
         """One critic, actor and temperature step: its stats and TD errors (only the stats when skipped)."""
@@ -74,7 +83,10 @@ class SACLearner(ContinuousLearner):
             next_actions, next_logp = squashed_gaussian(self.actor(next_obs), generator=self.generator)
             t = self.target(next_obs, next_actions)
             targets = rewards + discounts * (torch.min(t[:, 0], t[:, 1]) - alpha * next_logp)
-        q1 = self._critic_step(obs, actions, targets, w)
+        conservative = None
+        if self.cql_weight:
+            conservative = functools.partial(self._conservative, obs, next_obs)
+        q1 = self._critic_step(obs, actions, targets, w, conservative)
         if q1 is None:  # skipped: nothing moves, no priorities from NaN
             return {"skipped_updates": float(self.guard.skipped)}
         logp = torch.zeros(())
@@ -100,7 +112,29 @@ class SACLearner(ContinuousLearner):
             "mean_q": float(q1.mean()),
             "skipped_updates": float(self.guard.skipped),
         }
+        if self.cql_weight:
+            stats["cql_gap"] = self._cql_gap
         return ReplayUpdate(stats, to_numpy((q1 - targets).abs()))
+
+    def _conservative(self, obs: Any, next_obs: Any, q: torch.Tensor) -> torch.Tensor:
+        """CQL(H)'s term for every critic (the docstring of ``cql_weight``), summed."""
+        n, k = self.cql_samples, len(q)
+
+        def repeat(tree: Any) -> Any:
+            return tree_map(lambda a: a.repeat_interleave(n, 0), tree)
+
+        here, there = repeat(obs), repeat(next_obs)
+        uniform = torch.rand(k * n, self.act_dim, device=self.device, generator=self.generator) * 2 - 1
+        with torch.no_grad():
+            mine, my_logp = squashed_gaussian(self.actor(here), generator=self.generator)
+            later, later_logp = squashed_gaussian(self.actor(there), generator=self.generator)
+        log_uniform = -self.act_dim * math.log(2.0)
+        values = [self.critic(here, a).view(k, n, self.num_q) - logp.view(k, n, 1)
+                  for a, logp in ((uniform, torch.full((k * n,), log_uniform, device=self.device)),
+                                  (mine, my_logp), (later, later_logp))]  # fmt: skip
+        gap = torch.logsumexp(torch.cat(values, dim=1), dim=1) - q  # (k, num_q)
+        self._cql_gap = float(gap.detach().mean())
+        return self.cql_weight * gap.mean(0).sum()
 
 
 @algorithm_config(defaults={"env": "Pendulum-v1", "num_envs_per_worker": 1, "rollout_fragment_length": 8, "lr": 1e-3,

@@ -93,11 +93,19 @@ class ContinuousLearner:
         """Each of the critic, actor and temperature steps clips its gradient norm to this (None: no clipping)."""
 
     def _critic_step(
-        self, obs: Any, actions: torch.Tensor, targets: torch.Tensor, w: torch.Tensor
+        self,
+        obs: Any,
+        actions: torch.Tensor,
+        targets: torch.Tensor,
+        w: torch.Tensor,
+        regularizer: Callable[[torch.Tensor], torch.Tensor] | None = None,
     ) -> torch.Tensor | None:
-        """One step of the ``num_q`` critics toward ``targets``: their first Q, or None if skipped."""
+        """One step of the ``num_q`` critics toward ``targets`` (plus ``regularizer(q)`` of
+        their ``(B, num_q)`` values on the batch's actions): their first Q, or None if skipped."""
         q: torch.Tensor = self.critic(obs, actions)
         loss = sum((w * (q[:, i] - targets) ** 2).mean() for i in range(self.num_q))
+        if regularizer is not None:
+            loss = loss + regularizer(q)
         self._critic_loss = float(loss.detach())  # type: ignore[union-attr]
         if not guarded_step(self.guard, self.critic_opt, loss, self._critic_params, self.max_grad_norm):  # type: ignore[arg-type]
             return None

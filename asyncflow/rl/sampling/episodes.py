@@ -13,6 +13,7 @@ import numpy as np
 
 from ..data.tree import tree_map
 from ..envs.checks import EnvChecker
+from ..offline.writer import ExperienceWriter
 from ..policy import StatefulPolicy, WorkerPolicy
 from .normalization import NormalizerState
 
@@ -29,11 +30,21 @@ def act_once(
 ) -> Any:
     """The policy's action for one observation (greedy, or sampled with ``explore``), as the env
     takes it; the observation normalized with ``normalizer``'s frozen statistics first."""
+    return _act(policy, obs, explore, normalizer)[0]
+
+
+def _act(policy: WorkerPolicy, obs: Any, explore: bool, normalizer: NormalizerState | None) -> tuple[Any, float]:
+    """``act_once``, and the log-probability of the action: the policy's when it samples; a greedy
+    policy is deterministic, which is 0 for a discrete action and NaN (no density) otherwise."""
     if normalizer is not None:
         obs = normalizer.normalize(obs)
     batch = tree_map(lambda x: np.asarray(x)[None], obs)  # one row, in the space's own dtype
-    actions = policy.compute_actions(batch)[0] if explore else policy.greedy_actions(batch)
-    return policy.env_actions(actions)[0]
+    if explore:
+        actions, logp, _ = policy.compute_actions(batch)
+        return policy.env_actions(actions)[0], float(logp[0])
+    actions = policy.greedy_actions(batch)
+    discrete = isinstance(actions, np.ndarray) and actions.dtype.kind in "iu" and actions.ndim == 1
+    return policy.env_actions(actions)[0], 0.0 if discrete else float("nan")
 
 
 async def play_episodes(
@@ -46,10 +57,12 @@ async def play_episodes(
     normalizer: NormalizerState | None = None,
     check: EnvChecker | None = None,
     before_step: Callable[[int], None] | None = None,
+    writer: ExperienceWriter | None = None,
 ) -> tuple[list[float], list[int]]:
     """Play ``episodes`` whole episodes: their returns and lengths. ``check`` checks what the
     env returns (``EnvOutputError`` naming the step); ``before_step(episode)`` runs before each
-    step (a recorder of frames)."""
+    step (a recorder of frames); ``writer`` writes each episode (``output``, observations as the
+    env gave them)."""
     returns: list[float] = []
     lengths: list[int] = []
     for episode in range(episodes):
@@ -59,15 +72,22 @@ async def play_episodes(
             check.observation(obs, 0, 0)
         if isinstance(policy, StatefulPolicy):  # a recurrent policy's memory
             policy.reset_state()
-        total, steps, done = 0.0, 0, False
+        total, steps, done, terminated = 0.0, 0, False, False
+        record: tuple[list[Any], list[Any], list[float], list[float]] = ([obs], [], [], [])
         while not done:
             if before_step is not None:
                 before_step(episode)
-            out = await _call(env.step, act_once(policy, obs, explore=explore, normalizer=normalizer))
+            action, logp = _act(policy, obs, explore, normalizer)
+            out = await _call(env.step, action)
             obs, reward, terminated, truncated, _ = out if check is None else check.step_output(out, 0, steps + 1)
             if check is not None:
                 check.observation(obs, 0, steps + 1)
             total, steps, done = total + float(reward), steps + 1, bool(terminated or truncated)
+            if writer is not None:
+                for column, value in zip(record, (obs, action, float(reward), logp), strict=True):
+                    column.append(value)
+        if writer is not None:
+            writer.add_episode(seed + episode, *record, terminated=bool(terminated))
         returns.append(total)
         lengths.append(steps)
     return returns, lengths

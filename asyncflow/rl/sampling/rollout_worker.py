@@ -22,9 +22,10 @@ import numpy as np
 
 from ..data.sample_batch import DONES, SampleBatch
 from ..data.state import get_state, set_state
-from ..data.tree import tree_assign, tree_zeros
+from ..data.tree import tree_assign, tree_map, tree_stack, tree_zeros
 from ..envs.checks import EnvChecker
 from ..envs.make import EnvSpec
+from ..offline.writer import LaneSteps, Output
 from ..policy import FlatWeights, PolicyFactory, StatefulPolicy
 from .attributes import pickled_attributes, restore_exactly
 from .env_lanes import EnvLanes
@@ -94,6 +95,7 @@ class RolloutWorker(PolicyDelegation):
         normalize_clip: float = 10.0,
         restart_failed_envs: bool = False,
         lanes: LanesFactory | None = None,
+        output: Output | None = None,
     ) -> None:
         self.postprocessing = Postprocessing(postprocess, gamma, lam, n_step, use_critic and postprocess == "gae")
         self.num_envs = num_envs
@@ -126,13 +128,18 @@ class RolloutWorker(PolicyDelegation):
         self.obs = tree_zeros(self.observation_space, (num_envs,))
         self.lanes.reset(self.obs, base, self.env_steps)
         self.episodes = EpisodeBook(worker_index, num_envs)
+        self.writer = None if output is None else output.writer("worker", worker_index, self.observation_space,
+                                                                 self.lanes.action_space, num_envs)  # fmt: skip
+        """Writes what is sampled as a Minari dataset of this worker's own (``output``)."""
 
     def sample(self) -> SampleBatch:
         """Collect ``rollout_fragment_length`` steps from each lane: the one stepping loop."""
         lanes, book, policy, first = self.lanes, self.episodes, self.policy, self.env_steps
         stateful = policy if isinstance(policy, StatefulPolicy) else None
+        writer = self.writer
+        sent: list[Any] = []  # the actions as the env took them, for the writer
         rec = SegmentRecorder(self.observation_space, self.fragment, self.num_envs,
-                              keeps_next_obs=self.postprocessing.keeps_next_obs)  # fmt: skip
+                              keeps_next_obs=self.postprocessing.keeps_next_obs or writer is not None)  # fmt: skip
         tree_assign(rec.obs, 0, self.obs)
         # A value too large for float32 (a reward of 1e39) becomes inf in the buffers, which
         # the checks then name; numpy's overflow warning on the way is not the error to give.
@@ -142,7 +149,10 @@ class RolloutWorker(PolicyDelegation):
                 action, rec.logps[t], rec.values[t] = policy.compute_actions(rec.observations(t))
                 rec.actions.append(action)
                 row = rec.row(t, first, self.obs)
-                lanes.step(policy.env_actions(action), row)
+                env_action = policy.env_actions(action)
+                if writer is not None:
+                    sent.append(tree_map(np.array, env_action))
+                lanes.step(env_action, row)
                 rec.add(t, row)
                 book.add(row.rewards, stepped=None if row.unstepped is None else ~row.unstepped)
                 for i in row.ended:
@@ -157,6 +167,9 @@ class RolloutWorker(PolicyDelegation):
             if self.normalizer is not None:  # the episode book above counted the raw rewards
                 rewards = self.normalizer.rewards(rec.rewards, rec.dones)
             segment = rec.segment(self.obs, rewards)
+        if writer is not None:
+            writer.record(LaneSteps(rec.obs, rec.next_obs, tree_stack(sent), rec.rewards, rec.terminateds, rec.dones,
+                                    rec.logps, rec.eps, rec.skipped))  # fmt: skip
         self.env_steps = first + self.fragment
         return segment_batch(segment, first=first, checker=self.checker, postprocessing=self.postprocessing,
                              policy=policy, episodes=book, report=lanes.report, skipped=rec.skipped)  # fmt: skip
@@ -214,7 +227,10 @@ class RolloutWorker(PolicyDelegation):
             self.policy.episodes_ended(list(range(self.num_envs)))
 
     def close_envs(self) -> None:
-        """Close the environments."""
+        """Close the environments (and write the experiences not yet written, ``output``)."""
+        if self.writer is not None:
+            writer, self.writer = self.writer, None
+            writer.close()
         self.lanes.close()
 
     async def aclose(self) -> None:
