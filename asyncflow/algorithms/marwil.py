@@ -33,7 +33,7 @@ from ..rl.sampling.worker_set import WorkerSet
 from ..session import Algorithm
 from ._actor_critic import ActorCriticLearner, ActorCriticWorkers
 from ._config import algorithm_config, field
-from ._offline import READERS, OfflineConfig, dataset
+from ._offline import READERS, OfflineConfig, dataset, with_estimates
 from ._recipe import Plan, Recipe, Run, single_model
 
 __all__ = ["BC", "MARWIL", "BCConfig", "MARWILConfig", "marwil_loss"]
@@ -83,7 +83,7 @@ def marwil_plan(run: Run[MARWILConfig, ActorCriticPolicy, WorkerSet]) -> Plan:
     """Rows from the readers -> one update each -> a result every ``updates_per_iteration``."""
     c = run.config
     trained = learn_on_batches(replay(run.resources, c.train_batch_size), run.learner)
-    return report_metrics(batch(trained, c.updates_per_iteration))
+    return with_estimates(report_metrics(batch(trained, c.updates_per_iteration)), run)
 
 
 MARWIL_RECIPE: Recipe[MARWILConfig, ActorCriticPolicy, WorkerSet] = Recipe(

@@ -147,3 +147,35 @@ def test_bad_input_is_one_line_before_any_process_starts(tmp_path: Path, monkeyp
     with pytest.raises(ConfigError, match=r"no observation_space .asyncflow does not make the dataset.s env"):
         BC(BCConfig(input=str(other)))
     assert actor_children() == []
+
+
+@pytest.mark.timeout(120)
+async def test_off_policy_estimates_come_in_the_results_and_refuse_what_their_maths_lacks(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    write_ledger(tmp_path / "ledger")
+    config = MARWILConfig(input=str(tmp_path / "ledger"), num_workers=0, updates_per_iteration=5,
+                          estimators=("is", "wis", "fqe"), estimation_interval=2)  # fmt: skip
+    async with MARWIL(config) as algo:
+        results = [r async for r in _first(algo.train(), 2)]
+    assert "off_policy_estimation" not in results[0]
+    estimates = results[1]["off_policy_estimation"]
+    rows = read_transitions(open_dataset(tmp_path / "ledger").shards, config.gamma)
+    episodes = [rows[REWARDS][rows[EPS_ID] == e] for e in np.unique(rows[EPS_ID])]
+    behaviour = np.mean([sum(r * config.gamma**t for t, r in enumerate(e)) for e in episodes])
+    for name in ("is", "wis", "fqe"):
+        assert estimates[name]["v_behavior"] == pytest.approx(behaviour)
+        assert np.isfinite(estimates[name]["v_target"])
+    with pytest.raises(ConfigError, match=r"estimators: .'foo'. unknown"):
+        MARWILConfig(input="x", estimators=("foo",))
+    cartpole = collected_cartpole(tmp_path / "minari", 200, monkeypatch)
+    with pytest.raises(ConfigError, match=r"no infos/action_logp .*importance sampling"):
+        BC(BCConfig(input=str(cartpole), estimators=("wis",)))
+    BC(BCConfig(input=str(cartpole), estimators=("fqe",)))  # fitted Q needs no probabilities
+
+
+async def _first(results: Any, n: int) -> Any:
+    async for result in results:
+        yield result
+        if result["training_iteration"] == n:
+            return
