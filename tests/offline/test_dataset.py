@@ -179,3 +179,20 @@ async def _first(results: Any, n: int) -> Any:
         yield result
         if result["training_iteration"] == n:
             return
+
+
+@pytest.mark.timeout(120)
+async def test_an_offline_run_checkpoints_and_resumes(tmp_path: Path) -> None:
+    write_ledger(tmp_path / "ledger")
+    config = MARWILConfig(input=str(tmp_path / "ledger"), env=Ledger, num_workers=2, updates_per_iteration=5,
+                          evaluation_interval=2, evaluation_episodes=3)  # fmt: skip
+    async with MARWIL(config) as algo:
+        results = [r async for r in _first(algo.train(), 2)]
+        weights = algo.learner.get_weights().vector.copy()
+        checkpoint = await algo.save(tmp_path / "marwil.ckpt")
+    assert results[-1]["num_env_steps_trained"] == 2 * 5 * 256 and results[-1]["num_env_steps_sampled"] == 0
+    resumed = MARWIL.restore(checkpoint)
+    async with resumed:
+        np.testing.assert_array_equal(resumed.learner.get_weights().vector, weights)
+        (result,) = [r async for r in _first(resumed.train(), 3)]
+    assert result["training_iteration"] == 3 and result["num_env_steps_trained"] == 3 * 5 * 256

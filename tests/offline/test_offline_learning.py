@@ -53,7 +53,7 @@ def play_cartpole(eps: float, episodes: int, seed: int, gamma: float, writer: Ex
                 break
         values.append(sum(r * gamma**t for t, r in enumerate(record[2])))
         if writer is not None:
-            writer.add_episode(episode, *record, terminated=terminated)
+            writer.add_episode(*record, terminated=terminated)
     return float(np.mean(values))
 
 

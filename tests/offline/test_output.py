@@ -68,6 +68,25 @@ async def test_every_sampled_step_is_written_once_in_order(tmp_path: Path, name:
 
 
 @pytest.mark.timeout(120)
+async def test_a_vector_env_writes_its_episodes_without_the_autoreset_steps(tmp_path: Path) -> None:
+    out = tmp_path / "data"
+    result = await train("ppo", 2, env="CartPole-v1", vector_env=True, num_workers=2, num_envs_per_worker=4,
+                         train_batch_size=1024, output=str(out))  # fmt: skip
+    datasets = shards(out)
+    assert sum(d.total_steps for d in datasets) == result["num_env_steps_sampled"]  # the batches' rows, no more
+    for d in datasets:
+        for e in d.iterate_episodes():
+            n = len(e.rewards)
+            assert not e.terminations[:-1].any() and not e.truncations[:-1].any()
+            if e.terminations[-1]:  # CartPole ends where the pole falls or the cart leaves: the last observation says
+                x, angle = e.observations[-1][0], e.observations[-1][2]
+                assert abs(x) > 2.4 or abs(angle) > 0.2095
+                assert abs(e.observations[-2][0]) <= 2.4 and abs(e.observations[-2][2]) <= 0.2095
+            else:
+                assert e.truncations[-1] and n <= 500
+
+
+@pytest.mark.timeout(120)
 async def test_dict_observations_and_uint8_frames_keep_their_shape_and_dtype(tmp_path: Path) -> None:
     out = tmp_path / "data"
     await train("ppo", 1, env=DictFrames, num_workers=0, num_envs_per_worker=2, train_batch_size=128,
@@ -94,6 +113,7 @@ def test_evaluate_writes_its_episodes_with_the_behaviour_policys_probabilities(t
         result = evaluate(checkpoint, 6, output=folder, explore=explore)
         (d,) = shards(folder)
         episodes = list(d.iterate_episodes())
+        assert [m["seed"] for m in d.storage.get_episode_metadata(range(6))] == list(range(10_000, 10_006))
         assert [float(e.rewards.sum()) for e in episodes] == pytest.approx(result.returns)
         for e in episodes:
             check_ledger_episode(e)

@@ -7,10 +7,9 @@ Minari's JSON serialization, counts, the dataset id and the Minari version) and
 ``actions``, ``rewards``, ``terminations`` and ``truncations`` (``N`` rows each) and an
 ``infos`` group; a ``Dict`` observation is a group with a member per key, a ``Tuple`` one
 with members ``_index_<i>``. asyncflow writes frames as raw ``uint8`` (``jpeg_encoding``
-false: Minari's default JPEG is lossy), and two things Minari's collector does not:
-``infos/action_logp`` (``N + 1`` rows: the behaviour policy's log-probability of
-``actions[t]`` at ``observations[t]``; the last, with no action, is NaN) and the episode
-attribute ``asyncflow_episode_id``. ``minari.MinariDataset(<id>/data)`` (or
+false: Minari's default JPEG is lossy), and ``infos/action_logp``, which Minari's collector
+does not write (``N + 1`` rows: the behaviour policy's log-probability of ``actions[t]`` at
+``observations[t]``; the last, with no action, is NaN). ``minari.MinariDataset(<id>/data)`` (or
 ``minari.load_dataset`` with ``MINARI_DATASETS_PATH`` set to the output folder) reads it.
 
 Writing uses ``h5py`` and Minari's space serialization: both come with
@@ -25,10 +24,11 @@ from pathlib import Path
 from typing import Any
 
 import gymnasium as gym
+import numpy as np
 
 from ...errors import ConfigError
 
-__all__ = ["DATA", "MAIN_FILE", "METADATA", "check_space", "env_spec_json", "require", "write_metadata", "write_tree"]
+__all__ = ["DATA", "MAIN_FILE", "METADATA", "EpisodeFile", "check_space", "env_spec_json", "require", "write_metadata"]
 
 DATA, MAIN_FILE, METADATA = "data", "main_data.hdf5", "metadata.json"
 SPACES = (gym.spaces.Box, gym.spaces.Discrete, gym.spaces.MultiDiscrete, gym.spaces.MultiBinary)
@@ -57,18 +57,62 @@ def check_space(space: gym.Space[Any], what: str) -> None:
                           "(Box, Discrete, MultiDiscrete, MultiBinary, and Dict or Tuple of them)")  # fmt: skip
 
 
-def write_tree(group: Any, name: str, value: Any) -> None:
-    """``value`` (an array, or a dict or tuple of them) as ``group[name]``, laid out as Minari's."""
-    if isinstance(value, dict):
-        sub = group.create_group(name)
-        for key, part in value.items():
-            write_tree(sub, key, part)
-    elif isinstance(value, tuple):
-        sub = group.create_group(name)
-        for i, part in enumerate(value):
-            write_tree(sub, f"_index_{i}", part)
-    else:
-        group.create_dataset(name, data=value)
+class EpisodeFile:
+    """An open ``main_data.hdf5`` that takes whole episodes, written through h5py's low-level
+    API: an episode is ten HDF5 objects, and the high-level API's Python around each (property
+    lists, type checks) cost 2.5 times what HDF5 itself does (1.1 against 0.45 ms per
+    episode of 20 CartPole steps, 2-core VM, 2026-12-06)."""
+
+    def __init__(self, path: Path) -> None:
+        import h5py
+
+        self._h5 = h5py
+        self._file = h5py.File(path, "a")
+        self._types: dict[np.dtype[Any], Any] = {}
+        self._scalar = h5py.h5s.create(h5py.h5s.SCALAR)
+
+    def __enter__(self) -> EpisodeFile:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._file.close()
+
+    def _type(self, dtype: np.dtype[Any]) -> Any:
+        made = self._types.get(dtype)
+        if made is None:
+            made = self._types[dtype] = self._h5.h5t.py_create(dtype)
+        return made
+
+    def group(self, parent: Any, name: str) -> Any:
+        return self._h5.h5g.create(parent, name.encode())
+
+    def episode(self, index: int, steps: int, seed: int | None = None) -> Any:
+        """Group ``episode_<index>`` with Minari's attributes ``id``, ``total_steps`` and ``seed``."""
+        group = self.group(self._file.id, f"episode_{index}")
+        attributes = [(b"id", np.int64(index)), (b"total_steps", np.int64(steps))]
+        if seed is not None:
+            attributes.append((b"seed", np.int64(seed)))
+        for name, value in attributes:
+            attribute = self._h5.h5a.create(group, name, self._type(value.dtype), self._scalar)
+            attribute.write(np.asarray(value))
+        return group
+
+    def tree(self, group: Any, name: str, value: Any) -> None:
+        """``value`` (an array, or a dict or tuple of them) as ``group[name]``, laid out as Minari's."""
+        if isinstance(value, dict):
+            sub = self.group(group, name)
+            for key, part in value.items():
+                self.tree(sub, key, part)
+        elif isinstance(value, tuple):
+            sub = self.group(group, name)
+            for i, part in enumerate(value):
+                self.tree(sub, f"_index_{i}", part)
+        else:
+            array = np.ascontiguousarray(value)
+            space = self._h5.h5s.create_simple(array.shape) if array.shape else self._scalar
+            self._h5.h5d.create(group, name.encode(), self._type(array.dtype), space).write(
+                self._h5.h5s.ALL, self._h5.h5s.ALL, array
+            )
 
 
 def write_metadata(

@@ -2,18 +2,19 @@
 
 A worker records ``(T, k, ...)`` segments of ``k`` lanes; the writer cuts each lane's
 steps into episodes (an episode ends at a step marked done), keeps the open ones across
-segments, and writes the finished ones to its shard once ``flush_steps`` steps wait,
-opening and closing the HDF5 file each time, so that a worker killed between two writes
-leaves a shard that reads. ``close`` writes the episodes still open as truncated ones
-(they end on the observation the worker stopped at, which is what a truncation means:
-not terminal, bootstrap from there). Rows that belong to no episode (a vector env's
+segments, and writes the finished ones to its shard once ``flush_steps`` steps wait, in a
+thread of its own (one write at a time), opening and closing the HDF5 file each time, so
+that a worker killed between two writes leaves a shard that reads. ``close`` writes the
+episodes still open as truncated ones (they end on the observation the worker stopped at,
+which is what a truncation means: not terminal, bootstrap from there). Rows that belong to no episode (a vector env's
 autoreset step, a step of an env that failed) are left out, as they are from batches.
 """
 
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +22,7 @@ import gymnasium as gym
 import numpy as np
 
 from ..data.tree import Tree, tree_concat, tree_map, tree_stack
-from .minari_format import DATA, MAIN_FILE, write_metadata, write_tree
+from .minari_format import DATA, MAIN_FILE, EpisodeFile, write_metadata
 
 __all__ = ["ExperienceWriter", "LaneSteps", "Output"]
 
@@ -38,16 +39,7 @@ class LaneSteps:
     terminateds: np.ndarray
     dones: np.ndarray
     logps: np.ndarray
-    eps_ids: np.ndarray
     skipped: np.ndarray | None = None
-
-
-@dataclass
-class _Open:
-    """An episode in progress: its pieces so far."""
-
-    episode_id: int
-    pieces: list[dict[str, Any]] = field(default_factory=list)
 
 
 class ExperienceWriter:
@@ -72,9 +64,11 @@ class ExperienceWriter:
         self.env_spec, self.algorithm, self.flush_steps = env_spec, algorithm, flush_steps
         self.episodes = 0
         self.steps = 0
-        self._open: list[_Open | None] = [None] * lanes
+        self._open: list[list[dict[str, Any]] | None] = [None] * lanes  # each lane's episode so far, in pieces
         self._finished: list[dict[str, Any]] = []
         self._waiting = 0
+        self._thread: ThreadPoolExecutor | None = None
+        self._pending: Future[None] | None = None
         self._metadata()  # an empty shard is a dataset too (of no episodes)
 
     def record(self, s: LaneSteps) -> None:
@@ -93,8 +87,6 @@ class ExperienceWriter:
             self.flush()
 
     def _add(self, s: LaneSteps, lane: int, rows: np.ndarray) -> None:
-        if self._open[lane] is None:
-            self._open[lane] = _Open(int(s.eps_ids[rows[0], lane]))
         piece = {
             "observations": tree_map(lambda a: a[rows, lane], s.obs),
             "actions": tree_map(lambda a: a[rows, lane], s.actions),
@@ -102,19 +94,22 @@ class ExperienceWriter:
             "logps": s.logps[rows, lane],
             "next": tree_map(lambda a: np.array(a[rows[-1], lane]), s.next_obs),
         }
-        self._open[lane].pieces.append(piece)  # type: ignore[union-attr]
+        pieces = self._open[lane]
+        if pieces is None:
+            self._open[lane] = [piece]
+        else:
+            pieces.append(piece)
 
     def _finish(self, lane: int, *, terminated: bool) -> None:
         """End lane ``lane``'s episode where it stands: terminated, or else truncated."""
-        episode = self._open[lane]
+        pieces = self._open[lane]
         self._open[lane] = None
-        if episode is None:
+        if pieces is None:
             return
-        pieces = episode.pieces
         final = pieces[-1]["next"]
         n = sum(len(p["rewards"]) for p in pieces)
         done = {
-            "id": episode.episode_id,
+            "seed": None,
             "observations": tree_concat([*(p["observations"] for p in pieces), tree_map(lambda a: a[None], final)]),
             "actions": tree_concat([p["actions"] for p in pieces]),
             "rewards": np.concatenate([p["rewards"] for p in pieces]),
@@ -127,14 +122,15 @@ class ExperienceWriter:
         self._waiting += n
 
     def add_episode(
-        self, episode_id: int, observations: list[Any], actions: list[Any], rewards: list[float],
-        logps: list[float], *, terminated: bool,
+        self, observations: list[Any], actions: list[Any], rewards: list[float], logps: list[float], *,
+        terminated: bool, seed: int | None = None,
     ) -> None:  # fmt: skip
         """One whole episode, step by step: ``observations`` has one more than the steps (the
-        last is the one the episode ended on); written once ``flush_steps`` steps wait."""
+        last is the one the episode ended on); ``seed``: its reset's, kept as Minari's episode
+        attribute ``seed``. Written once ``flush_steps`` steps wait."""
         n = len(rewards)
         episode = {
-            "id": episode_id,
+            "seed": seed,
             "observations": tree_stack(observations),
             "actions": tree_stack(actions),
             "rewards": np.asarray(rewards, np.float32),
@@ -149,33 +145,49 @@ class ExperienceWriter:
             self.flush()
 
     def flush(self) -> None:
-        """Write the finished episodes (one open and close of the HDF5 file)."""
+        """Hand the finished episodes to the writer thread (after the previous write is done:
+        at most one batch of episodes waits in memory)."""
         if not self._finished:
             return
-        import h5py
+        self._wait()
+        episodes, self._finished, self._waiting = self._finished, [], 0
+        if self._thread is None:
+            self._thread = ThreadPoolExecutor(1, thread_name_prefix="asyncflow-writer")
+        self._pending = self._thread.submit(self._write, episodes)
 
-        with h5py.File(self.data / MAIN_FILE, "a") as file:
-            for episode in self._finished:
-                group = file.create_group(f"episode_{self.episodes}")
+    def _wait(self) -> None:
+        """Wait for the write under way; its error, if it failed, is raised here."""
+        if self._pending is not None:
+            pending, self._pending = self._pending, None
+            pending.result()
+
+    def _write(self, episodes: list[dict[str, Any]]) -> None:
+        """One open and close of the HDF5 file, then the metadata: in the writer thread, so that
+        HDF5's own work overlaps the worker's waits (for its next call, for the driver)."""
+        with EpisodeFile(self.data / MAIN_FILE) as file:
+            for episode in episodes:
                 n = len(episode["rewards"])
-                group.attrs["id"] = self.episodes
-                group.attrs["total_steps"] = n
-                group.attrs["asyncflow_episode_id"] = episode["id"]
-                write_tree(group, "observations", episode["observations"])
-                write_tree(group, "actions", episode["actions"])
+                group = file.episode(self.episodes, n, episode["seed"])
+                file.tree(group, "observations", episode["observations"])
+                file.tree(group, "actions", episode["actions"])
                 for key in ("rewards", "terminations", "truncations"):
-                    group.create_dataset(key, data=episode[key])
-                group.create_group("infos").create_dataset("action_logp", data=episode["logps"])
+                    file.tree(group, key, episode[key])
+                file.tree(file.group(group, "infos"), "action_logp", episode["logps"])
                 self.episodes += 1
                 self.steps += n
-        self._finished, self._waiting = [], 0
         self._metadata()
 
     def close(self) -> None:
-        """Write everything: the episodes still open end here, truncated."""
+        """Write everything (the episodes still open end here, truncated) and wait for it."""
         for lane in range(len(self._open)):
             self._finish(lane, terminated=False)
         self.flush()
+        try:
+            self._wait()
+        finally:
+            if self._thread is not None:
+                self._thread.shutdown()
+                self._thread = None
 
     def _metadata(self) -> None:
         write_metadata(self.data, dataset_id=self.name, observation_space=self.observation_space,
@@ -192,7 +204,7 @@ class Output:
     """``algorithm_name`` in each shard's metadata."""
     env_spec: str | None = None
     """The env's gymnasium ``EnvSpec`` as JSON (``minari_format.env_spec_json``), when it has one."""
-    flush_steps: int = field(default=4096)
+    flush_steps: int = 4096
     """Steps of finished episodes a writer holds before it writes them."""
 
     def writer(self, role: str, index: int, observation_space: Any, action_space: Any, lanes: int) -> ExperienceWriter:

@@ -87,7 +87,7 @@ async def play_episodes(
                 for column, value in zip(record, (obs, action, float(reward), logp), strict=True):
                     column.append(value)
         if writer is not None:
-            writer.add_episode(seed + episode, *record, terminated=bool(terminated))
+            writer.add_episode(*record, terminated=bool(terminated), seed=seed + episode)
         returns.append(total)
         lengths.append(steps)
     return returns, lengths
