@@ -60,7 +60,7 @@ def collected_cartpole(root: Path, steps: int, monkeypatch: pytest.MonkeyPatch, 
 
 def test_transitions_and_returns_from_asyncflows_own_shards(tmp_path: Path) -> None:
     write_ledger(tmp_path, worker_index=1)
-    write_ledger(tmp_path, worker_index=2)
+    write_ledger(tmp_path, worker_index=1)  # the same worker index in the same process: a shard of its own
     data = open_dataset(tmp_path)
     assert len(data.shards) == 2 and data.steps == 1200 and data.has_logp
     rows = read_transitions(data.shards, gamma=0.5)

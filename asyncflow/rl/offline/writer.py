@@ -209,7 +209,14 @@ class Output:
 
     def writer(self, role: str, index: int, observation_space: Any, action_space: Any, lanes: int) -> ExperienceWriter:
         """The writer of one worker process: shard ``<role>-<index>-<pid>-v0`` (a restarted
-        worker writes a shard of its own beside its predecessor's)."""
-        return ExperienceWriter(self.folder, f"{role}-{index}-{os.getpid()}-v0", observation_space, action_space,
-                                lanes, env_spec=self.env_spec, algorithm=self.algorithm,
-                                flush_steps=self.flush_steps)  # fmt: skip
+        worker writes a shard of its own beside its predecessor's), or ``...-<pid>-<k>-v0``
+        where that is taken (a second run in one process writing to the same folder)."""
+        base, k = f"{role}-{index}-{os.getpid()}", 1
+        while True:
+            name = f"{base}-v0" if k == 1 else f"{base}-{k}-v0"
+            try:
+                return ExperienceWriter(self.folder, name, observation_space, action_space, lanes,
+                                        env_spec=self.env_spec, algorithm=self.algorithm,
+                                        flush_steps=self.flush_steps)  # fmt: skip
+            except FileExistsError:
+                k += 1
