@@ -307,8 +307,9 @@ class Algorithm:
                 options = {"vector_env": c.rollouts.vector_env, "normalize_observations": env.normalize_observations,
                            "normalize_rewards": env.normalize_rewards, "normalize_clip": env.normalize_clip,
                            "restart_failed_envs": bool(env.restart_failed)}  # fmt: skip
-                if c.output is not None:
-                    options["output"] = Output(c.output, f"asyncflow {self.recipe.name}", env_spec_json(c.env))
+
+        if c.output is not None and not isinstance(spec, MultiAgentWorkers):
+            options["output"] = Output(c.output, f"asyncflow {self.recipe.name}", env_spec_json(c.env))
         return [
             runtime.spawn(
                 worker,

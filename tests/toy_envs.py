@@ -360,3 +360,14 @@ class DictFrames(gym.Env[dict, np.ndarray]):  # type: ignore[type-arg]
     def step(self, action: np.ndarray) -> tuple[dict[str, np.ndarray], float, bool, bool, dict[str, Any]]:
         self.t += 1
         return self._obs(), float(np.sum(action)), self.t == 7, False, {}
+
+
+def async_ledger() -> Any:
+    """``Ledger`` behind the async adapter, the envs of a process 0, 1 and 2 ms slow per step in
+    turn: a fast env completes sequences while a slow one is still on its first, so a worker's
+    batch holds two of one env's and none of another's."""
+    from asyncflow.rl import AsyncEnvAdapter
+
+    global _async_envs_made
+    _async_envs_made += 1
+    return AsyncEnvAdapter(Ledger(), delay_s=0.001 * (_async_envs_made % 3), seed=_async_envs_made)

@@ -235,19 +235,19 @@ def check_capabilities(recipe: Recipe[Any, Any, Any], config: AlgorithmConfig, i
         if what is not None:
             raise ConfigError(f"{setting}: not available with {what} (gymnasium envs stepped one by one only)")
     if c.output is not None:
-        check_output(c, caps, is_async)
+        check_output(c, caps)
     if c.evaluation.interval is not None and caps.multi_agent:
         raise ConfigError(f"evaluation_interval: {name} is multi-agent; evaluation during training is for "
                           "single-agent algorithms")  # fmt: skip
 
 
-def check_output(c: AlgorithmConfig, caps: Capabilities, is_async: bool) -> None:
-    """``output``: what can write experiences (gymnasium envs stepped one by one or as a vector
-    env, single-agent, the observations as the env gave them)."""
+def check_output(c: AlgorithmConfig, caps: Capabilities) -> None:
+    """``output``: what can write experiences (a single-agent plan, the observations as the
+    env gave them)."""
     from ..rl.offline.minari_format import require
 
     require("output")
-    what = ("a multi-agent plan" if caps.multi_agent else "an AsyncEnv" if is_async
+    what = ("a multi-agent plan" if caps.multi_agent
             else "normalize_observations (the data would hold the normalized ones)"
             if c.environment.normalize_observations else None)  # fmt: skip
     if what is not None:

@@ -39,7 +39,13 @@ class LaneSteps:
     terminateds: np.ndarray
     dones: np.ndarray
     logps: np.ndarray
+    eps_ids: np.ndarray
+    """Each step's episode id: a lane whose episode id changes without an end had its env
+    replaced (a failure): the episode so far is written as truncated there."""
     skipped: np.ndarray | None = None
+    lanes: list[int] | None = None
+    """The writer lane of each column (an async worker's sequences come from any env in any
+    order); None: column ``k`` is lane ``k``."""
 
 
 class ExperienceWriter:
@@ -74,27 +80,33 @@ class ExperienceWriter:
     def record(self, s: LaneSteps) -> None:
         """Take a segment's steps; write once ``flush_steps`` steps of finished episodes wait."""
         steps = len(s.rewards)
-        for lane in range(len(self._open)):
-            rows = np.arange(steps) if s.skipped is None else np.flatnonzero(~s.skipped[:, lane])
+        for column in range(s.rewards.shape[1]):
+            lane = column if s.lanes is None else s.lanes[column]
+            rows = np.arange(steps) if s.skipped is None else np.flatnonzero(~s.skipped[:, column])
             start = 0
-            for end in np.flatnonzero(s.dones[rows, lane]).tolist():
-                self._add(s, lane, rows[start : end + 1])
-                self._finish(lane, terminated=bool(s.terminateds[rows[end], lane]))
+            for end in np.flatnonzero(s.dones[rows, column]).tolist():
+                self._add(s, lane, column, rows[start : end + 1])
+                self._finish(lane, terminated=bool(s.terminateds[rows[end], column]))
                 start = end + 1
             if start < len(rows):
-                self._add(s, lane, rows[start:])
+                self._add(s, lane, column, rows[start:])
         if self._waiting >= self.flush_steps:
             self.flush()
 
-    def _add(self, s: LaneSteps, lane: int, rows: np.ndarray) -> None:
-        piece = {
-            "observations": tree_map(lambda a: a[rows, lane], s.obs),
-            "actions": tree_map(lambda a: a[rows, lane], s.actions),
-            "rewards": s.rewards[rows, lane],
-            "logps": s.logps[rows, lane],
-            "next": tree_map(lambda a: np.array(a[rows[-1], lane]), s.next_obs),
-        }
+    def _add(self, s: LaneSteps, lane: int, column: int, rows: np.ndarray) -> None:
+        episode = int(s.eps_ids[rows[0], column])
         pieces = self._open[lane]
+        if pieces is not None and pieces[-1]["episode"] != episode:  # its env was replaced mid-episode
+            self._finish(lane, terminated=False)
+            pieces = None
+        piece = {
+            "episode": episode,
+            "observations": tree_map(lambda a: a[rows, column], s.obs),
+            "actions": tree_map(lambda a: a[rows, column], s.actions),
+            "rewards": s.rewards[rows, column],
+            "logps": s.logps[rows, column],
+            "next": tree_map(lambda a: np.array(a[rows[-1], column]), s.next_obs),
+        }
         if pieces is None:
             self._open[lane] = [piece]
         else:

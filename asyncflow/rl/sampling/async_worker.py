@@ -52,6 +52,7 @@ from ..data.tree import tree_map, tree_stack
 from ..envs.async_env import AsyncEnv
 from ..envs.checks import FLAG_TYPES, REWARD_TYPES, EnvChecker, env_name
 from ..envs.make import EnvSpec, make_async_env
+from ..offline.writer import LaneSteps, Output
 from ..policy import PolicyFactory
 from .recorder import segment_batch
 from .rollout_worker import PolicyDelegation, default_policy
@@ -69,11 +70,13 @@ MAX_RESET_FAILURES = 3
 class _Sequence:
     """One env's steps, in order, until ``rollout_fragment_length`` of them are recorded."""
 
-    __slots__ = ("actions", "dones", "eps", "first_step", "last_obs", "logps", "next_obs", "obs", "rewards",
-                 "terminateds", "truncations", "values")  # fmt: skip
+    __slots__ = ("actions", "dones", "eps", "first_step", "lane", "last_obs", "logps", "next_obs", "obs", "rewards",
+                 "sent", "terminateds", "truncations", "values")  # fmt: skip
 
-    def __init__(self, first_step: int) -> None:
+    def __init__(self, first_step: int, lane: int) -> None:
         self.first_step = first_step
+        self.lane = lane
+        self.sent: list[Any] = []  # the actions as the env took them (for the writer, ``output``)
         self.obs: list[Any] = []
         self.actions: list[Any] = []
         self.logps: list[float] = []
@@ -97,7 +100,7 @@ class _Lane:
         self.env = env
         self.obs = obs
         self.steps = 0
-        self.seq = _Sequence(0)
+        self.seq = _Sequence(0, index)
         self.action: asyncio.Future[Any] | None = None
         """Set by the worker's forward pass: the action this env steps with next."""
         self.since = 0.0
@@ -138,6 +141,7 @@ class AsyncRolloutWorker(PolicyDelegation):
         ready_timeout_s: float | None = None,
         env_step_timeout_s: float | None = None,
         restart_failed_envs: bool = True,
+        output: Output | None = None,
     ) -> None:
         self.spec = env
         self.postprocessing = Postprocessing(postprocess, gamma, lam, n_step, use_critic and postprocess == "gae")
@@ -156,6 +160,10 @@ class AsyncRolloutWorker(PolicyDelegation):
         self.policy: Any = factory(self.observation_space, action_space, seed=self.base_seed, worker_index=worker_index)
         self.checker = EnvChecker(env, self.observation_space, worker_index) if check_env_output else None
         self.episodes = EpisodeBook(worker_index, num_envs)
+        self.writer = None if output is None else output.writer("worker", worker_index, self.observation_space,
+                                                                 action_space, num_envs)  # fmt: skip
+        """Writes what is sampled as a Minari dataset of this worker's own (``output``)."""
+        self.keeps_next_obs = self.postprocessing.keeps_next_obs or self.writer is not None
         self.env_step_timeouts = 0
         self.env_errors = 0
         self.envs_made = num_envs
@@ -256,6 +264,8 @@ class AsyncRolloutWorker(PolicyDelegation):
             seq.logps.append(logp[j])
             seq.values.append(value[j])
             seq.eps.append(ids[lane.index])
+            if self.writer is not None:
+                seq.sent.append(tree_map(np.array, env_action[j]))
             assert lane.action is not None
             lane.action.set_result(env_action[j])
 
@@ -274,7 +284,7 @@ class AsyncRolloutWorker(PolicyDelegation):
 
     async def _step_forever(self, lane: _Lane) -> None:
         loop = asyncio.get_running_loop()
-        env, keeps_next, check = lane.env, self.postprocessing.keeps_next_obs, self.checker
+        env, keeps_next, check = lane.env, self.keeps_next_obs, self.checker
         shape, dtype = check.expected if check is not None and check.expected is not None else ((), None)
         ready, wake = self._ready, self._wake
         assert wake is not None
@@ -328,7 +338,7 @@ class AsyncRolloutWorker(PolicyDelegation):
             if t + 1 == self.fragment:
                 seq.last_obs = obs
                 self._complete.append(seq)
-                lane.seq = _Sequence(lane.steps)
+                lane.seq = _Sequence(lane.steps, lane.index)
 
     async def _reset(self, env: AsyncEnv, seed: int | None, index: int, step: int = 0) -> Any:
         async with asyncio.timeout(self.step_timeout_s):
@@ -378,7 +388,7 @@ class AsyncRolloutWorker(PolicyDelegation):
             else:
                 self.env_errors += 1
             self.episodes.drop(lane.index)
-            lane.seq = _Sequence(lane.steps)  # the unfinished sequence goes: no sequence has a hole
+            lane.seq = _Sequence(lane.steps, lane.index)  # the unfinished sequence goes: no sequence has a hole
             await _close_quietly(lane.env)
             try:
                 lane.env = make_async_env(self.spec)
@@ -417,7 +427,12 @@ class AsyncRolloutWorker(PolicyDelegation):
         """``seqs`` as one ``(T, k)`` segment, made a batch as every worker's is (``segment_batch``),
         with the env faults counted since the last batch."""
         with np.errstate(over="ignore", invalid="ignore"):  # too large for float32: inf, which the checks name
-            segment = _segment(seqs, self.postprocessing.keeps_next_obs)
+            segment = _segment(seqs, self.keeps_next_obs)
+        if self.writer is not None:
+            sent = tree_map(lambda x: np.swapaxes(x, 0, 1), tree_stack([tree_stack(s.sent) for s in seqs]))
+            self.writer.record(LaneSteps(segment.obs, segment.next_obs, sent, segment.rewards, segment.terminateds,
+                                         segment.dones, segment.logps, segment.eps_ids,
+                                         lanes=[s.lane for s in seqs]))  # fmt: skip
         return segment_batch(segment, first=np.array([s.first_step for s in seqs]), checker=self.checker,
                              postprocessing=self.postprocessing, policy=self.policy, episodes=self.episodes,
                              report=self._report)  # fmt: skip
@@ -442,7 +457,11 @@ class AsyncRolloutWorker(PolicyDelegation):
         self.envs_made = max(self.envs_made, int(saved["envs_made"]))
 
     async def aclose(self) -> None:
-        """Cancel every step in flight, then close every env (each within ``CLOSE_TIMEOUT_S``)."""
+        """Cancel every step in flight, then close every env (each within ``CLOSE_TIMEOUT_S``),
+        and write the experiences not yet written (``output``)."""
+        if self.writer is not None:
+            writer, self.writer = self.writer, None
+            writer.close()
         if self._watchdog is not None:
             self._watchdog.cancel()
         tasks = [lane.task for lane in self.lanes if lane.task is not None and not lane.task.done()]

@@ -169,7 +169,7 @@ class RolloutWorker(PolicyDelegation):
             segment = rec.segment(self.obs, rewards)
         if writer is not None:
             writer.record(LaneSteps(rec.obs, rec.next_obs, tree_stack(sent), rec.rewards, rec.terminateds, rec.dones,
-                                    rec.logps, rec.skipped))  # fmt: skip
+                                    rec.logps, rec.eps, rec.skipped))  # fmt: skip
         self.env_steps = first + self.fragment
         return segment_batch(segment, first=first, checker=self.checker, postprocessing=self.postprocessing,
                              policy=policy, episodes=book, report=lanes.report, skipped=rec.skipped)  # fmt: skip
