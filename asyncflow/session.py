@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import functools
 import os
 import time
@@ -143,9 +144,12 @@ class Algorithm:
             self.async_env = False
             return self._check_multi_agent_env(models)
         data = None if recipe.dataset is None else recipe.dataset(c)
+        if data is not None and c.env is None and c.evaluation.interval is not None and data.env_id is not None:
+            c = self.config = dataclasses.replace(c, env=data.env_id)  # evaluate in the data's registered env
         if data is not None and c.env is None:  # an offline algorithm without an env: the data's spaces
             if c.evaluation.interval is not None:
-                raise ConfigError("evaluation_interval: evaluation plays episodes in an env: give env (--env)")
+                raise ConfigError("evaluation_interval: evaluation plays episodes in an env, and the data names "
+                                  "none that gymnasium has registered here: give env (--env)")  # fmt: skip
             self.async_env = False
             check_capabilities(recipe, c, is_async=False)
             spaces = Spaces(data.observation_space, data.action_space)

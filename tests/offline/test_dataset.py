@@ -123,11 +123,13 @@ def test_bad_input_is_one_line_before_any_process_starts(tmp_path: Path, monkeyp
     cartpole = collected_cartpole(tmp_path / "minari", 200, monkeypatch)
     with pytest.raises(ConfigError, match=r"random-v0: its observation space Box.* is not env 'Pendulum-v1''s Box"):
         MARWIL(MARWILConfig(input=str(cartpole), env="Pendulum-v1"))
-    with pytest.raises(ConfigError, match="evaluation_interval: evaluation plays episodes in an env"):
-        CQL(CQLConfig(input=str(cartpole), evaluation_interval=1))
+    # Evaluation without --env: in the env the data names, where gymnasium has that id registered.
+    assert CQL(CQLConfig(input=str(cartpole), evaluation_interval=1)).config.env == "CartPole-v1"
     ledger = tmp_path / "ledger"
     write_ledger(ledger, worker_index=1)
     write_ledger(ledger, worker_index=2)
+    with pytest.raises(ConfigError, match="evaluation_interval: evaluation plays episodes in an env, and the data"):
+        CQL(CQLConfig(input=str(ledger), evaluation_interval=1))  # a callable env: no id in the data
     (ledger_shard, other) = sorted(ledger.glob("*/data"))
     meta = json.loads((other / "metadata.json").read_text())
     damaged = tmp_path / "damaged"

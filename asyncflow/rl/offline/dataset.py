@@ -60,6 +60,9 @@ class Dataset:
     steps: int
     has_logp: bool
     """Every shard's episodes carry ``infos/action_logp`` (the behaviour policy's)."""
+    env_id: str | None = None
+    """The gymnasium id in the data's ``env_spec``, where that id is registered in this process
+    (only the id is used: the env is made from this gymnasium's registry, never from the file)."""
 
     def check_fits(self, observation_space: gym.Space[Any], action_space: gym.Space[Any], where: str) -> None:
         """A ``ConfigError`` unless the dataset's spaces are the env's (``where`` names the env)."""
@@ -95,7 +98,15 @@ def open_dataset(path: str | Path) -> Dataset:
         raise ConfigError(f"input: {root} holds no steps ({len(shards)} dataset(s) of 0 episodes)")
     has_logp = all(_has_logp(s, int(m.get("total_episodes", 0))) for s, m in zip(shards, metas, strict=True))
     return Dataset(root, tuple(shards), first["observation_space"], first["action_space"],
-                   sum(int(m.get("total_episodes", 0)) for m in metas), steps, has_logp)  # fmt: skip
+                   sum(int(m.get("total_episodes", 0)) for m in metas), steps, has_logp, _env_id(first))  # fmt: skip
+
+
+def _env_id(meta: dict[str, Any]) -> str | None:
+    try:
+        env_id = json.loads(meta["env_spec"])["id"]
+    except (KeyError, TypeError, ValueError):
+        return None
+    return env_id if isinstance(env_id, str) and env_id in gym.registry else None
 
 
 def _find_shards(root: Path) -> list[Path]:
