@@ -108,8 +108,8 @@ async def test_calls_and_notifies_made_during_a_restart_reach_the_new_process_in
     assert c.pid is not None
     os.kill(c.pid, signal.SIGKILL)
     with pytest.raises(ActorDiedError):
-        await in_flight  # the death is noticed: the restart is under way
-    assert c.alive and c.restarts == 0
+        await in_flight  # the death is noticed: the restart is under way (or, on Ray, may be done)
+    assert c.alive
     c.notify(Counter.add, 1)
     second = c.add(2)
     c.add.notify(3)

@@ -61,12 +61,16 @@ async def _until(algo: Algorithm, done: Any) -> dict[str, Any]:
     raise AssertionError("the plan ended")
 
 
+SAMPLING = sorted(n for n, cls in ALGORITHMS.items() if cls.recipe.samples)
+OFFLINE = sorted(set(ALGORITHMS) - set(SAMPLING))
+
+
 def test_every_algorithm_has_small_settings_here() -> None:
-    assert set(SMALL) == set(ALGORITHMS)
+    assert set(SMALL) == set(SAMPLING) and OFFLINE == ["bc", "cql", "marwil"]
 
 
 @pytest.mark.timeout(120)
-@pytest.mark.parametrize("name", sorted(ALGORITHMS))
+@pytest.mark.parametrize("name", SAMPLING)
 async def test_every_algorithm_trains_on_ray_actors(name: str) -> None:
     async with ALGORITHMS[name](_config(name)) as algo:
         assert algo.runtime is not None and algo.runtime.backend == "ray"
@@ -75,6 +79,26 @@ async def test_every_algorithm_trains_on_ray_actors(name: str) -> None:
         assert all(w.node_id and w.pid not in (None, os.getpid()) for w in workers)
         result = await _until(algo, lambda r: r["num_env_steps_trained"] > 0)
         assert result["num_env_steps_sampled"] > 0
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("name", OFFLINE)
+async def test_offline_algorithms_read_their_dataset_through_ray_actors(name: str, tmp_path: Path) -> None:
+    pytest.importorskip("minari")
+    from asyncflow.rl import RolloutWorker
+    from asyncflow.rl.offline.writer import Output
+
+    for index in (1, 2):  # two shards: one per reader
+        worker = RolloutWorker("CartPole-v1", num_envs=2, rollout_fragment_length=200, worker_index=index,
+                               output=Output(str(tmp_path)))  # fmt: skip
+        worker.sample()
+        worker.close_envs()
+    config = ALGORITHMS[name].config_class(input=str(tmp_path), backend="ray", num_workers=2, updates_per_iteration=5)
+    async with ALGORITHMS[name](config) as algo:
+        readers = algo.resources.workers
+        assert len(readers) == 2 and all(r.node_id and r.pid not in (None, os.getpid()) for r in readers)
+        result = await _until(algo, lambda r: r["num_env_steps_trained"] > 0)
+    assert result["num_env_steps_trained"] == 5 * config.train_batch_size and result["num_env_steps_sampled"] == 0
 
 
 def _plasma() -> tuple[float, int]:
