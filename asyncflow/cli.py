@@ -140,6 +140,11 @@ def _make_config(cls: Any, args: argparse.Namespace) -> Any:
     if args.output is not None:
         fields["output"] = args.output
     if args.input is not None:
+        if cls.recipe.samples:
+            from .algorithms import ALGORITHMS
+
+            offline = ", ".join(sorted(n for n, c in ALGORITHMS.items() if not c.recipe.samples))
+            raise ConfigError(f"--input: {cls.recipe.name} learns from an env; these learn from a dataset: {offline}")
         fields["input"] = args.input
     fields.update(_placement(args))
     fields.update(_parse_sets(args.set))

@@ -124,6 +124,11 @@ def test_cli_errors_are_one_line(tmp_path: Path) -> None:
     out = _cli("train", "ppo", "--env", "CartPole-v1", "--set", "lrr=1", cwd=tmp_path)
     assert out.returncode == 2
     assert out.stderr.strip() == "asyncflow: error: PPOConfig: unknown field 'lrr'; did you mean 'lr'?"
+    out = _cli("train", "ppo", "--input", "data", cwd=tmp_path)
+    assert out.stderr.strip() == ("asyncflow: error: --input: ppo learns from an env; these learn from a dataset: "
+                                  "bc, cql, marwil")  # fmt: skip
+    out = _cli("train", "bc", "--input", "nowhere", cwd=tmp_path)
+    assert out.returncode == 2 and out.stderr.strip() == "asyncflow: error: input: nowhere does not exist"
 
 
 def test_cli_takes_an_env_factory_by_module_and_name(tmp_path: Path) -> None:
