@@ -39,7 +39,8 @@ class OfflineConfig(AlgorithmConfig):
     """What every algorithm that learns from a dataset holds."""
 
     env: EnvSpec | None = None  # type: ignore[assignment]
-    """An env to evaluate in (its spaces must be the dataset's); None: no evaluation."""
+    """An env to evaluate in (its spaces must be the dataset's); None: the env the data's
+    ``env_spec`` names, by its id and only where gymnasium has it registered, else no evaluation."""
 
     input: str | None = None
     """The dataset: a Minari dataset folder, or a folder of them (what ``output`` writes)."""
