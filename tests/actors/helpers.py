@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import os
 import threading
+import time
 from typing import Any
 
 
@@ -109,6 +110,18 @@ class FailsOnRestart(Counter):
     def __init__(self, marker: str) -> None:
         if os.path.exists(marker):
             raise RuntimeError("cannot start again")
+        super().__init__()
+
+
+class SlowToRestart(Counter):
+    """Starts at once the first time (and leaves ``marker``); takes 2 s to start again, so a
+    test that killed it acts while its restart is surely under way."""
+
+    def __init__(self, marker: str) -> None:
+        if os.path.exists(marker):
+            time.sleep(2.0)
+        else:
+            open(marker, "w").close()
         super().__init__()
 
 

@@ -10,6 +10,7 @@ import sys
 import textwrap
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -17,7 +18,7 @@ import asyncflow
 from asyncflow import ActorDiedError, ClosedError
 
 from ..conftest import our_segments
-from .helpers import Counter
+from .helpers import Counter, SlowToRestart
 
 
 def _gone(pid: int) -> bool:
@@ -97,19 +98,24 @@ async def test_restart_policy_recreates_the_actor(remote_runtime: asyncflow.Runt
         await c.add(1)
 
 
-async def test_calls_and_notifies_made_during_a_restart_reach_the_new_process_in_order(
-    remote_runtime: asyncflow.Runtime,
-) -> None:
-    """A notify while the actor restarts used to raise the old process's death (Ape-X's
-    update_priorities to a replay shard that was killed failed the run, CI 1 time in 5)."""
-    c = await remote_runtime.spawn(Counter, max_restarts=1)
+async def _restarting(runtime: asyncflow.Runtime, tmp_path: Path) -> Any:
+    """An actor killed in the middle of a call, whose restart (2 s) is under way."""
+    c = await runtime.spawn(SlowToRestart, str(tmp_path / "started"), max_restarts=1)
     in_flight = asyncio.ensure_future(c.slow_add(100, 30.0))
-    await asyncio.sleep(0.05)
     assert c.pid is not None
     os.kill(c.pid, signal.SIGKILL)
     with pytest.raises(ActorDiedError):
-        await in_flight  # the death is noticed: the restart is under way (or, on Ray, may be done)
+        await in_flight  # the death is noticed: the restart has begun
     assert c.alive
+    return c
+
+
+async def test_calls_and_notifies_made_during_a_restart_reach_the_new_process_in_order(
+    remote_runtime: asyncflow.Runtime, tmp_path: Path
+) -> None:
+    """A notify while the actor restarts used to raise the old process's death (Ape-X's
+    update_priorities to a replay shard that was killed failed the run, CI 1 time in 5)."""
+    c = await _restarting(remote_runtime, tmp_path)
     c.notify(Counter.add, 1)
     second = c.add(2)
     c.add.notify(3)
@@ -117,14 +123,10 @@ async def test_calls_and_notifies_made_during_a_restart_reach_the_new_process_in
     assert await second == 3 and c.restarts == 1
 
 
-async def test_closing_during_a_restart_fails_the_calls_held_for_it(remote_runtime: asyncflow.Runtime) -> None:
-    c = await remote_runtime.spawn(Counter, max_restarts=1)
-    in_flight = asyncio.ensure_future(c.slow_add(1, 30.0))
-    await asyncio.sleep(0.05)
-    assert c.pid is not None
-    os.kill(c.pid, signal.SIGKILL)
-    with pytest.raises(ActorDiedError):
-        await in_flight
+async def test_closing_during_a_restart_fails_the_calls_held_for_it(
+    remote_runtime: asyncflow.Runtime, tmp_path: Path
+) -> None:
+    c = await _restarting(remote_runtime, tmp_path)
     held = c.add(1)
     await c.close()
     with pytest.raises(ClosedError):

@@ -61,7 +61,7 @@ def write_cartpole(folder: Path, name: str, eps: float, steps: int, seed: int) -
     env = gym.make("CartPole-v1")
     writer = ExperienceWriter(folder, name, env.observation_space, env.action_space, 1)
     episodes = 0
-    while writer.steps + writer._waiting < steps:
+    while writer.received < steps:
         play_cartpole(eps, 1, seed * 1_000 + episodes, 0.99, writer)
         episodes += 1
     writer.close()
@@ -119,7 +119,7 @@ def test_bc_clones_a_ppo_expert(cartpole: dict[str, Any]) -> None:
 @pytest.mark.timeout(300)
 def test_marwil_beats_bc_on_half_expert_half_random_data(cartpole: dict[str, Any]) -> None:
     mixed = cartpole["root"] / "mixed"
-    bc = asyncio.run(offline("bc", mixed, 10))  # measured: 183.2
+    bc = asyncio.run(offline("bc", mixed, 10))  # measured: 212.7
     marwil = asyncio.run(offline("marwil", mixed, 10))  # measured: 500.0
     assert marwil >= 450 and marwil - bc >= 150, (marwil, bc)
 
@@ -129,8 +129,8 @@ def test_discrete_cql_learns_where_offline_dqn_does_not(cartpole: dict[str, Any]
     """Both learning curves are noisy (each point one training run's greedy policy): compared by
     their mean over 2,000, 2,500 and 3,000 updates."""
     mixed = cartpole["root"] / "mixed"
-    cql = asyncio.run(curve("cql", mixed, (20, 25, 30)))  # measured: 241.7, 500.0, 434.2
-    dqn = asyncio.run(curve("cql", mixed, (20, 25, 30), cql_weight=0.0))  # without the term: 113.6, 374.2, 316.1
+    cql = asyncio.run(curve("cql", mixed, (20, 25, 30)))  # measured: 455.6, 429.0, 457.7
+    dqn = asyncio.run(curve("cql", mixed, (20, 25, 30), cql_weight=0.0))  # without the term: 41.3, 85.5, 177.9
     assert np.mean(cql) >= 350 and np.mean(cql) - np.mean(dqn) >= 75, (cql, dqn)
 
 

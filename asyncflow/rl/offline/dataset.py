@@ -40,6 +40,7 @@ from ..data.sample_batch import (
     SampleBatch,
 )
 from ..data.tree import tree_concat, tree_map
+from ..sampling.postprocessing import compute_gae
 from .minari_format import DATA, METADATA, require
 
 __all__ = ["RETURNS", "Dataset", "open_dataset", "read_transitions"]
@@ -161,9 +162,14 @@ def _episodes(shard: Path, indices: Sequence[int] | None = None) -> Iterable[Any
     return episodes
 
 
-def read_transitions(shards: Sequence[Path], gamma: float, *, indices: Sequence[int] | None = None) -> SampleBatch:
-    """The episodes of ``shards`` as transition columns (the module docstring)."""
-    parts = [_transitions(e, gamma, i) for i, shard in enumerate(shards) for e in _episodes(Path(shard), indices)]
+def read_transitions(
+    shards: Sequence[Path], gamma: float, *, episodes: Sequence[Sequence[int]] | None = None
+) -> SampleBatch:
+    """The episodes of ``shards`` as transition columns (the module docstring): all of them, or
+    ``episodes[i]`` of shard ``i``. Episode ids say their shard's place in ``shards``."""
+    chosen: Sequence[Sequence[int] | None] = [None] * len(shards) if episodes is None else episodes
+    parts = [_transitions(e, gamma, i) for i, (shard, wanted) in enumerate(zip(shards, chosen, strict=True))
+             if wanted is None or len(wanted) for e in _episodes(Path(shard), wanted)]  # fmt: skip
     parts = [p for p in parts if p]
     if not parts:
         return SampleBatch({})
@@ -180,11 +186,8 @@ def _transitions(episode: Any, gamma: float, shard: int) -> dict[str, Any]:
     ended = terminated | np.asarray(episode.truncations, bool).reshape(-1)
     ended[-1] = True  # an episode's last step ends it, however it was marked
     obs = episode.observations
-    returns = np.zeros(n, np.float32)
-    running = 0.0
-    for t in range(n - 1, -1, -1):
-        running = float(rewards[t]) + gamma * running
-        returns[t] = running
+    zeros = np.zeros((n, 1), np.float32)  # GAE with no baseline and lambda 1: the discounted return
+    returns = compute_gae(rewards[:, None], zeros, ended[:, None], zeros[0], gamma, 1.0)[0][:, 0]
     columns: dict[str, Any] = {
         OBS: tree_map(lambda a: np.asarray(a)[:n], obs),
         NEXT_OBS: tree_map(lambda a: np.asarray(a)[1 : n + 1], obs),

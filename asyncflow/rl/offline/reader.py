@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from ..data.replay_buffer import ReplayBuffer
-from ..data.sample_batch import ACTIONS, SampleBatch, concat_samples
+from ..data.sample_batch import ACTIONS, SampleBatch
 from .dataset import read_transitions
 
 __all__ = ["DatasetShard"]
@@ -72,16 +72,16 @@ class DatasetShard:
             order = self.rng.permutation(len(self._queue))
             self._queue = [self._queue[j] for j in order]
             self.passes += 1
-        taken: dict[int, list[int]] = {}
+        taken: list[list[int]] = [[] for _ in self.shards]
         total = 0
-        while self._queue and (
-            total == 0 or total + self.steps[self._queue[-1][0]][self._queue[-1][1]] <= self.memory_rows
-        ):
-            shard, episode = self._queue.pop()
-            taken.setdefault(shard, []).append(episode)
+        while self._queue:
+            shard, episode = self._queue[-1]
+            if total and total + self.steps[shard][episode] > self.memory_rows:
+                break
+            self._queue.pop()
+            taken[shard].append(episode)
             total += self.steps[shard][episode]
-        parts = [read_transitions([self.shards[s]], self.gamma, indices=sorted(e)) for s, e in sorted(taken.items())]
-        return self._buffer(parts[0] if len(parts) == 1 else concat_samples(parts))
+        return self._buffer(read_transitions(self.shards, self.gamma, episodes=[sorted(e) for e in taken]))
 
     async def replay(self, n: int) -> SampleBatch:
         """``n`` rows drawn uniformly from what the reader holds."""

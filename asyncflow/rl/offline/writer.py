@@ -70,6 +70,9 @@ class ExperienceWriter:
         self.env_spec, self.algorithm, self.flush_steps = env_spec, algorithm, flush_steps
         self.episodes = 0
         self.steps = 0
+        """Episodes and steps written so far (by the writer thread)."""
+        self.received = 0
+        """Steps of the episodes finished so far, written or not."""
         self._open: list[list[dict[str, Any]] | None] = [None] * lanes  # each lane's episode so far, in pieces
         self._finished: list[dict[str, Any]] = []
         self._waiting = 0
@@ -119,19 +122,13 @@ class ExperienceWriter:
         if pieces is None:
             return
         final = pieces[-1]["next"]
-        n = sum(len(p["rewards"]) for p in pieces)
-        done = {
+        self._take({
             "seed": None,
             "observations": tree_concat([*(p["observations"] for p in pieces), tree_map(lambda a: a[None], final)]),
             "actions": tree_concat([p["actions"] for p in pieces]),
             "rewards": np.concatenate([p["rewards"] for p in pieces]),
             "logps": np.concatenate([*(p["logps"] for p in pieces), [np.nan]]).astype(np.float32),
-            "terminations": np.zeros(n, bool),
-            "truncations": np.zeros(n, bool),
-        }
-        done["terminations" if terminated else "truncations"][-1] = True
-        self._finished.append(done)
-        self._waiting += n
+        }, terminated)  # fmt: skip
 
     def add_episode(
         self, observations: list[Any], actions: list[Any], rewards: list[float], logps: list[float], *,
@@ -140,21 +137,24 @@ class ExperienceWriter:
         """One whole episode, step by step: ``observations`` has one more than the steps (the
         last is the one the episode ended on); ``seed``: its reset's, kept as Minari's episode
         attribute ``seed``. Written once ``flush_steps`` steps wait."""
-        n = len(rewards)
-        episode = {
+        self._take({
             "seed": seed,
             "observations": tree_stack(observations),
             "actions": tree_stack(actions),
             "rewards": np.asarray(rewards, np.float32),
             "logps": np.asarray([*logps, np.nan], np.float32),
-            "terminations": np.zeros(n, bool),
-            "truncations": np.zeros(n, bool),
-        }
+        }, terminated)  # fmt: skip
+        if self._waiting >= self.flush_steps:
+            self.flush()
+
+    def _take(self, episode: dict[str, Any], terminated: bool) -> None:
+        """A finished episode, to write with the next flush: its end marked one way or the other."""
+        n = len(episode["rewards"])
+        episode["terminations"], episode["truncations"] = np.zeros(n, bool), np.zeros(n, bool)
         episode["terminations" if terminated else "truncations"][-1] = True
         self._finished.append(episode)
         self._waiting += n
-        if self._waiting >= self.flush_steps:
-            self.flush()
+        self.received += n
 
     def flush(self) -> None:
         """Hand the finished episodes to the writer thread (after the previous write is done:
