@@ -38,6 +38,8 @@ MAX_VIDEO_FRAMES = 1_000
 
 @dataclass(frozen=True)
 class Evaluation:
+    """What ``evaluate`` played: each episode's return and length, and the video it wrote (if any)."""
+
     returns: list[float]
     lengths: list[int]
     video: Path | None

@@ -70,6 +70,7 @@ CSV_FIELDS = [
     "evaluation/episode_len_mean",
     "evaluation/training_iteration",
 ]
+"""The columns of ``progress.csv``, in order (a stable format: see the run folder's documentation)."""
 
 
 def csv_row(result: dict[str, Any]) -> dict[str, Any]:

@@ -29,6 +29,8 @@ __all__ = ["Run", "group_runs", "load_run", "plot_runs", "smooth"]
 
 @dataclass(frozen=True)
 class Run:
+    """One run folder's curve: env steps, wall seconds and returns per iteration, and its evaluations."""
+
     path: Path
     label: str
     group: str  # the config without its seed

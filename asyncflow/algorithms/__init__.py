@@ -36,6 +36,7 @@ if TYPE_CHECKING:
     from .two_trainer import TwoTrainer, TwoTrainerConfig
 
     ALGORITHMS: dict[str, type[Algorithm]]
+    """Every algorithm by its name on the command line (``"ppo"``: ``PPO``); loads every module."""
 
 _NAMES = {  # the name on the command line: (module, algorithm class)
     "pg": ("pg", "PG"),

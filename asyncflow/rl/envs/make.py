@@ -30,6 +30,7 @@ __all__ = [
 ]
 
 EnvSpec = str | Callable[[], gym.Env[Any, Any] | AsyncEnv]
+"""An env as a config names it: a gymnasium id, or a callable that returns a gymnasium env or an ``AsyncEnv``."""
 
 
 def make_env(spec: EnvSpec) -> gym.Env[Any, Any]:

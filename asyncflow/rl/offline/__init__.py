@@ -8,4 +8,48 @@
   before any process starts, and read into transitions;
 - ``reader``: ``DatasetShard``, the actor that holds part of a dataset and answers
   ``replay(n)`` like a replay shard, so an offline plan reads like an online one.
+
+The names below load on first use (PEP 562): a run that neither writes nor reads a
+dataset imports none of it.
 """
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .dataset import Dataset, open_dataset, read_transitions
+    from .estimators import ESTIMATORS, fitted_q_evaluation, importance_sampling
+    from .reader import DatasetShard
+    from .writer import ExperienceWriter
+
+_MODULES = {
+    "Dataset": "dataset",
+    "open_dataset": "dataset",
+    "read_transitions": "dataset",
+    "ESTIMATORS": "estimators",
+    "fitted_q_evaluation": "estimators",
+    "importance_sampling": "estimators",
+    "DatasetShard": "reader",
+    "ExperienceWriter": "writer",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _MODULES.get(name)
+    if module is None:
+        raise AttributeError(f"module 'asyncflow.rl.offline' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{module}", __name__), name)
+    globals()[name] = value
+    return value
+
+
+__all__ = [
+    "ESTIMATORS",
+    "Dataset",
+    "DatasetShard",
+    "ExperienceWriter",
+    "fitted_q_evaluation",
+    "importance_sampling",
+    "open_dataset",
+    "read_transitions",
+]
