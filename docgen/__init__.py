@@ -1,0 +1,1 @@
+"""What builds the documentation site's generated parts (``mkdocs.yml`` names ``docgen/hooks.py``)."""
