@@ -6,6 +6,8 @@ asyncflow train --resume runs/ppo_CartPole-v1_20261129-120000 --stop-timesteps 2
 asyncflow evaluate runs/.../checkpoints/checkpoint_000010.ckpt --episodes 10 --video run.gif
 asyncflow export runs/.../checkpoints/checkpoint_000010.ckpt -o policy.pt
 asyncflow plot runs/ppo_* -o curve.png
+asyncflow sweep ppo --env CartPole-v1 --seeds 0-9 --grid lr=1e-3,3e-3 --stop-timesteps 100000
+asyncflow compare runs/sweep_ppo_CartPole-v1_* -o compare.png
 """
 
 from __future__ import annotations
@@ -20,6 +22,8 @@ import os
 import re
 import signal
 import sys
+import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -48,6 +52,38 @@ def _parse_sets(pairs: list[str]) -> dict[str, Any]:
     return out
 
 
+def _config_arguments(parser: argparse.ArgumentParser) -> None:
+    """The options that make a run's config (``train``; each trial of a ``sweep``)."""
+    parser.add_argument(
+        "--env",
+        help="gymnasium id (CartPole-v1), or module:function returning an env (default: the algorithm's own)",
+    )
+    parser.add_argument("--config", type=Path, help="a .yaml, .toml or .json file of config fields")
+    parser.add_argument("--num-workers", type=int, help="rollout worker processes (0: sample in this process)")
+    parser.add_argument(
+        "--backend",
+        choices=["process", "ray", "local"],
+        help="where workers run: processes on this machine (default), Ray actors, or in-process",
+    )
+    parser.add_argument("--address", help="--backend ray: the Ray cluster ('auto' or HOST:PORT; default: a local Ray)")
+    parser.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE", help="any config field")
+
+
+def _stop_arguments(parser: argparse.ArgumentParser) -> None:
+    """When a run stops, and what it writes besides its logs (``train``; each trial of a ``sweep``)."""
+    parser.add_argument("--stop-reward", type=float, help="stop at this mean episode return")
+    parser.add_argument(
+        "--stop-on-evaluation",
+        action="store_true",
+        help="--stop-reward is for the evaluation return (needs evaluation_interval)",
+    )
+    parser.add_argument("--stop-timesteps", type=int, help="stop after this many env steps (offline: rows trained)")
+    parser.add_argument("--stop-time", type=float, help="stop after this many seconds")
+    parser.add_argument("--checkpoint-every", type=int, default=0, metavar="N",
+                       help="save a checkpoint every N iterations and at the end")  # fmt: skip
+    parser.add_argument("--tensorboard", action="store_true", help="also write TensorBoard event files")
+
+
 def _build_parser() -> argparse.ArgumentParser:
     from .algorithms import ALGORITHMS
 
@@ -55,37 +91,15 @@ def _build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
     train = sub.add_parser("train", help="train an algorithm on an environment")
     train.add_argument("algo", nargs="?", choices=sorted(ALGORITHMS), help="algorithm (not with --resume)")
-    train.add_argument(
-        "--env",
-        help="gymnasium id (CartPole-v1), or module:function returning an env (default: the algorithm's own)",
-    )
-    train.add_argument("--config", type=Path, help="a .yaml, .toml or .json file of config fields")
-    train.add_argument("--num-workers", type=int, help="rollout worker processes (0: sample in this process)")
-    train.add_argument(
-        "--backend",
-        choices=["process", "ray", "local"],
-        help="where workers run: processes on this machine (default), Ray actors, or in-process",
-    )
-    train.add_argument("--address", help="--backend ray: the Ray cluster ('auto' or HOST:PORT; default: a local Ray)")
+    _config_arguments(train)
     train.add_argument("--seed", type=int, help="random seed")
     train.add_argument("--output", help="write what the workers sample to this folder, as Minari datasets")
     train.add_argument("--input", help="learn from this dataset folder (offline algorithms: bc, marwil, cql)")
-    train.add_argument("--stop-reward", type=float, help="stop at this mean episode return")
-    train.add_argument(
-        "--stop-on-evaluation",
-        action="store_true",
-        help="--stop-reward is for the evaluation return (needs evaluation_interval)",
-    )
-    train.add_argument("--stop-timesteps", type=int, help="stop after this many env steps (offline: rows trained)")
-    train.add_argument("--stop-time", type=float, help="stop after this many seconds")
-    train.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE", help="any config field")
+    _stop_arguments(train)
     train.add_argument("--logdir", type=Path, default=Path("runs"), help="where run folders go (default: runs)")
-    train.add_argument("--checkpoint-every", type=int, default=0, metavar="N",
-                       help="save a checkpoint every N iterations and at the end")  # fmt: skip
     train.add_argument("--resume", type=Path, metavar="RUN_DIR|CHECKPOINT",
                        help="continue a run from its latest checkpoint (or from the checkpoint named)")  # fmt: skip
     train.add_argument("--trust-code", action="store_true", help=TRUST_HELP)
-    train.add_argument("--tensorboard", action="store_true", help="also write TensorBoard event files")
     train.add_argument("--debug", action="store_true", help="show full tracebacks")
     evaluate = sub.add_parser("evaluate", help="run a checkpoint's greedy policy")
     evaluate.add_argument("checkpoint", type=Path)
@@ -109,6 +123,24 @@ def _build_parser() -> argparse.ArgumentParser:
     plot.add_argument("-o", "--output", type=Path, default=Path("curve.png"))
     plot.add_argument("--smooth", type=float, default=0.6, help="moving-average weight in [0, 1)")
     plot.add_argument("--debug", action="store_true", help="show full tracebacks")
+    sweep = sub.add_parser("sweep", help="seeds and a grid of settings, as trials in parallel on this machine")
+    sweep.add_argument("algo", nargs="?", choices=sorted(ALGORITHMS), help="algorithm (not with --resume)")
+    sweep.add_argument("--seeds", default="0", help="seeds: 0-9, 0,3,7 or both (default: 0)")
+    sweep.add_argument("--grid", action="append", default=[], metavar="FIELD=V1,V2,...",
+                       help="values of one config field (env too); several --grid: every combination")  # fmt: skip
+    _config_arguments(sweep)
+    _stop_arguments(sweep)
+    sweep.add_argument("--cores", type=int, help="cores to pack the trials onto (default: this machine's)")
+    sweep.add_argument("--logdir", type=Path, default=Path("runs"), help="where the sweep's folder goes")
+    sweep.add_argument("--resume", type=Path, metavar="SWEEP_DIR", help="run what an interrupted sweep left")
+    sweep.add_argument("--debug", action="store_true", help="show full tracebacks")
+    compare = sub.add_parser("compare", help="compare settings over runs: IQM with 95%% bootstrap intervals")
+    compare.add_argument("runs", type=Path, nargs="+", metavar="RUN_DIR", help="run folders, or folders holding them")
+    compare.add_argument("-o", "--output", type=Path, help="also draw the curves and performance profiles here")
+    compare.add_argument("--score", choices=["final", "best"], default="final", help="a run's score: last or best")
+    compare.add_argument("--at-steps", type=float, help="score each run at this many env steps (equal frames)")
+    compare.add_argument("--reps", type=int, default=50_000, help="bootstrap resamples")
+    compare.add_argument("--debug", action="store_true", help="show full tracebacks")
     return parser
 
 
@@ -320,6 +352,119 @@ def _plot(args: argparse.Namespace) -> int:
     return 0
 
 
+def _options(args: argparse.Namespace, names: Sequence[str]) -> list[str]:
+    """The command-line options ``names`` as given in ``args``, to give a trial the same."""
+    out: list[str] = []
+    for name in names:
+        value = getattr(args, name)
+        flag = "--" + name.replace("_", "-")
+        if value is None or value is False or (name == "checkpoint_every" and value == 0):
+            continue
+        if value is True:
+            out.append(flag)
+        elif isinstance(value, list):
+            out += [x for v in value for x in (flag, str(v))]
+        else:
+            out += [flag, str(value.resolve() if isinstance(value, Path) else value)]
+    return out
+
+
+_CONFIG_OPTIONS = ("env", "config", "num_workers", "backend", "address", "set")
+_STOP_OPTIONS = ("stop_reward", "stop_on_evaluation", "stop_timesteps", "stop_time", "checkpoint_every", "tensorboard")
+
+
+def _trial_cores(cls: Any, spec: Any, point: dict[str, Any]) -> int:
+    """Check the config of one point of a sweep's grid (as ``train`` would, env and model too)
+    and say how many cores a trial of it needs: one per worker process, one without them."""
+    from .sweep import Trial
+
+    args = _build_parser().parse_args(["train", spec.algo, *spec.shared, *Trial(spec.seeds[0], point, 1).train_args()])
+    config = _make_config(cls, args)
+    cls(config)  # the env and the model, checked in this process
+    workers = config.rollouts.num_workers if config.rollouts.backend == "process" else 0
+    evaluators = config.evaluation.num_workers if config.evaluation.interval is not None else 0
+    return max(1, workers + evaluators)
+
+
+def _sweep(args: argparse.Namespace) -> int:
+    from .algorithms import ALGORITHMS
+    from .sweep import SweepSpec, Trial, parse_grid, parse_seeds, run_sweep, summary
+
+    if args.resume is not None:
+        given = _options(args, (*_CONFIG_OPTIONS, *_STOP_OPTIONS, "cores")) + ([args.algo] if args.algo else [])
+        if given or args.grid or args.seeds != "0":
+            raise ConfigError("sweep --resume runs the sweep as it was asked; give nothing else")
+        folder = args.resume
+        spec = SweepSpec.load(folder)
+    else:
+        if args.algo is None:
+            raise ConfigError("sweep: name an algorithm (" + ", ".join(sorted(ALGORITHMS)) + ")")
+        grid = parse_grid(args.grid) or [{}]
+        if args.env is not None and "env" in grid[0]:
+            raise ConfigError("sweep: give the env by --env or by --grid env=..., not both")
+        cores = args.cores if args.cores is not None else (os.cpu_count() or 1)
+        if cores < 1:
+            raise ConfigError(f"--cores must be >= 1, not {cores}")
+        shared, stops = _options(args, _CONFIG_OPTIONS), _options(args, _STOP_OPTIONS)
+        spec = SweepSpec(args.algo, shared, stops, parse_seeds(args.seeds), grid, cores)
+        env = re.sub(r"[^\w.-]+", "-", args.env or ("envs" if "env" in grid[0] else "default-env"))
+        folder = args.logdir / f"sweep_{args.algo}_{env}_{time.strftime('%Y%m%d-%H%M%S')}"
+    cls = ALGORITHMS[spec.algo]
+    trials = []
+    for point in spec.grid:  # every config checked before any trial starts
+        need = _trial_cores(cls, spec, point)
+        if need > spec.cores:
+            raise ConfigError(f"sweep: a trial of {point or 'the config'} needs {need} cores (one per worker "
+                              f"process), the sweep has {spec.cores} (--cores)")  # fmt: skip
+        trials += [Trial(seed, point, need) for seed in spec.seeds]
+    folder.mkdir(parents=True, exist_ok=True)
+    spec.save(folder)
+    print(f"asyncflow: sweep of {len(trials)} trials on {spec.cores} cores in {folder}", flush=True)
+
+    def report(outcome: Any) -> None:
+        print(f"asyncflow: {outcome.trial.name}: {outcome.status} in {outcome.seconds:.1f} s"
+              + ("" if outcome.status == "finished" else f" (exit {outcome.returncode}; see its trial.log)"),
+              flush=True)  # fmt: skip
+
+    try:
+        asyncio.run(_stopped_by_sigterm(run_sweep(folder, spec, trials, report, env=_trial_environment())))
+    except _Terminated:
+        print(f"\nasyncflow: terminated; asyncflow sweep --resume {folder} runs what is left", file=sys.stderr)
+        return 143
+    except KeyboardInterrupt:
+        print(f"\nasyncflow: interrupted; asyncflow sweep --resume {folder} runs what is left", file=sys.stderr)
+        return 130
+    table = summary(folder, trials)
+    (folder / "summary.md").write_text(table + "\n")
+    print(table)
+    failed = sum("| failed |" in line for line in table.splitlines())
+    print(f"asyncflow: {len(trials) - failed} of {len(trials)} trials finished; asyncflow compare {folder}")
+    return 1 if failed else 0
+
+
+_EARLY_FORK_SERVER = os.environ.get("ASYNCFLOW_EARLY_FORK_SERVER")  # as the user gave it, before main() sets it
+
+
+def _trial_environment() -> dict[str, str]:
+    """This process's environment for a trial, with the early fork server as the user had it."""
+    env = {k: v for k, v in os.environ.items() if k != "ASYNCFLOW_EARLY_FORK_SERVER"}
+    if _EARLY_FORK_SERVER is not None:
+        env["ASYNCFLOW_EARLY_FORK_SERVER"] = _EARLY_FORK_SERVER
+    return env
+
+
+def _compare(args: argparse.Namespace) -> int:
+    from .compare import compare, plot_comparison
+
+    if args.reps < 100:
+        raise ConfigError(f"compare: --reps must be at least 100, not {args.reps}")
+    comparison = compare(args.runs, score=args.score, at_steps=args.at_steps, reps=args.reps)
+    print(comparison.markdown())
+    if args.output is not None:
+        print(f"wrote {plot_comparison(comparison, args.output)}")
+    return 0
+
+
 _OUR_FILES = os.path.dirname(os.path.abspath(__file__))
 _FRAME = re.compile(r'File "([^"]+)", line (\d+), in (\S+)')
 
@@ -369,7 +514,8 @@ def main(argv: list[str] | None = None) -> int:
         args = parser.parse_args(argv)
         if args.command != "train":
             _interrupts.release()
-        commands = {"train": _train, "evaluate": _evaluate, "export": _export, "plot": _plot}
+        commands = {"train": _train, "evaluate": _evaluate, "export": _export, "plot": _plot, "compare": _compare,
+                    "sweep": _sweep}  # fmt: skip
         code = commands[args.command](args)
     except KeyboardInterrupt:  # before training started (imports, checks): nothing to clean up
         _stop_unused_fork_server(from_shell)

@@ -371,3 +371,22 @@ def async_ledger() -> Any:
     global _async_envs_made
     _async_envs_made += 1
     return AsyncEnvAdapter(Ledger(), delay_s=0.001 * (_async_envs_made % 3), seed=_async_envs_made)
+
+
+class _BreaksAfter(gym.Wrapper[Any, Any, Any, Any]):
+    """An env whose ``step`` raises once it has stepped ``steps`` times in all (a bug that shows late)."""
+
+    def __init__(self, env: gym.Env[Any, Any], steps: int) -> None:
+        super().__init__(env)
+        self.left = steps
+
+    def step(self, action: Any) -> Any:
+        self.left -= 1
+        if self.left < 0:
+            raise RuntimeError("broken on purpose")
+        return self.env.step(action)
+
+
+def breaks_after_200() -> gym.Env[Any, Any]:
+    """CartPole-v1 whose 201st step raises: it passes every check before a run starts."""
+    return _BreaksAfter(gym.make("CartPole-v1"), 200)
