@@ -19,6 +19,9 @@ PUBLIC = (
     "asyncflow.evaluate",
     "asyncflow.export",
     "asyncflow.plot",
+    "asyncflow.sweep",
+    "asyncflow.compare",
+    "asyncflow.aggregate",
     "asyncflow.config_file",
 )
 """The modules whose ``__all__`` is asyncflow's public API, each with a page under ``reference/``."""
