@@ -82,6 +82,10 @@ def _stop_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--checkpoint-every", type=int, default=0, metavar="N",
                        help="save a checkpoint every N iterations and at the end")  # fmt: skip
     parser.add_argument("--tensorboard", action="store_true", help="also write TensorBoard event files")
+    parser.add_argument("--mlflow", nargs="?", const=True, metavar="URI",
+                        help="also log to MLflow (default: an SQLite store in the run folder)")  # fmt: skip
+    parser.add_argument("--wandb", nargs="?", const=True, metavar="PROJECT",
+                        help="also log to Weights & Biases (offline unless WANDB_MODE says otherwise)")  # fmt: skip
 
 
 def _build_parser() -> argparse.ArgumentParser:
@@ -265,7 +269,8 @@ def _train(args: argparse.Namespace) -> int:
     progress = Progress(stop)
     try:
         experiment = run_experiment(algo, stop, target, progress.update, checkpoint_every=args.checkpoint_every,
-                                    tensorboard=args.tensorboard, resume=args.resume is not None)  # fmt: skip
+                                    tensorboard=args.tensorboard, resume=args.resume is not None,
+                                    mlflow=args.mlflow, wandb=args.wandb)  # fmt: skip
         last, reason = asyncio.run(_stopped_by_sigterm(experiment))
     except (KeyboardInterrupt, _Terminated) as stopped:
         progress.close()
@@ -370,7 +375,8 @@ def _options(args: argparse.Namespace, names: Sequence[str]) -> list[str]:
 
 
 _CONFIG_OPTIONS = ("env", "config", "num_workers", "backend", "address", "set")
-_STOP_OPTIONS = ("stop_reward", "stop_on_evaluation", "stop_timesteps", "stop_time", "checkpoint_every", "tensorboard")
+_STOP_OPTIONS = ("stop_reward", "stop_on_evaluation", "stop_timesteps", "stop_time", "checkpoint_every",
+                 "tensorboard", "mlflow", "wandb")  # fmt: skip
 
 
 def _trial_cores(cls: Any, spec: Any, point: dict[str, Any]) -> int:

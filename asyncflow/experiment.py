@@ -33,13 +33,14 @@ import socket
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
 from .algorithms import Algorithm
 from .errors import ConfigError
+from .trackers import Tracker, check_installed, close_all, open_trackers
 
 __all__ = [
     "CSV_FIELDS",
@@ -283,12 +284,20 @@ def summary_writer() -> Any:
 
 
 class RunLogger:
-    """Writes one iteration at a time to progress.csv, result.jsonl and TensorBoard."""
+    """Writes one iteration at a time to progress.csv, result.jsonl, TensorBoard and the trackers
+    (MLflow, Weights & Biases: ``trackers.py``)."""
 
     def __init__(
-        self, run_dir: Path, *, append: bool = False, tensorboard: bool = False, purge_step: int | None = None
+        self,
+        run_dir: Path,
+        *,
+        append: bool = False,
+        tensorboard: bool = False,
+        purge_step: int | None = None,
+        trackers: Sequence[Tracker] = (),
     ) -> None:
         self.run_dir = run_dir
+        self._trackers = list(trackers)
         new_csv = not append or not (run_dir / "progress.csv").exists()
         self._csv_file = open(run_dir / "progress.csv", "w" if new_csv else "a", newline="")  # noqa: SIM115
         self._csv = csv.DictWriter(self._csv_file, fieldnames=CSV_FIELDS, extrasaction="ignore")
@@ -310,13 +319,18 @@ class RunLogger:
             for name, value in _numbers(result):
                 self._tb.add_scalar(name, value, step)
             self._tb.flush()
+        if self._trackers:
+            numbers = dict(_numbers(result))
+            for tracker in self._trackers:
+                tracker.log(numbers, int(result["num_env_steps_sampled"]))
 
     def close(self) -> None:
-        """Close the log files."""
+        """Close the log files and finish the trackers' runs."""
         self._csv_file.close()
         self._jsonl.close()
         if self._tb is not None:
             self._tb.close()
+        close_all(self._trackers)
 
 
 class Progress:
@@ -384,6 +398,8 @@ async def run_experiment(
     checkpoint_every: int = 0,
     tensorboard: bool = False,
     resume: bool = False,
+    mlflow: str | bool | None = None,
+    wandb: str | bool | None = None,
 ) -> tuple[dict[str, Any] | None, str]:
     """Train until ``stop``; returns the last result and why it stopped.
 
@@ -391,9 +407,11 @@ async def run_experiment(
     once the algorithm has started: a run that cannot start leaves no folder. The folder is
     owned (``RunLock``) for as long as the run writes to it. ``checkpoint_every=N`` saves
     every N iterations and when the run stops; ``resume=True`` appends to an existing folder.
+    ``mlflow`` and ``wandb`` add those trackers (``trackers.open_trackers``).
     """
     if tensorboard:
         summary_writer()  # a missing package is an error before anything starts
+    check_installed(bool(mlflow), bool(wandb))
     last: dict[str, Any] | None = None
     with contextlib.ExitStack() as owned:
         if isinstance(run_dir, Path):  # taken before anything reads or writes it
@@ -409,7 +427,8 @@ async def run_experiment(
                 purge_step = algo.ctx.env_steps_sampled + 1
             else:
                 (folder / "params.json").write_text(json.dumps(algo.config.to_dict(), indent=2, default=str) + "\n")
-            logger = RunLogger(folder, append=resume, tensorboard=tensorboard, purge_step=purge_step)
+            trackers = open_trackers(folder, algo.config.to_dict(), mlflow=mlflow, wandb=wandb)
+            logger = RunLogger(folder, append=resume, tensorboard=tensorboard, purge_step=purge_step, trackers=trackers)
             try:
                 async for result in algo.train():
                     last = result

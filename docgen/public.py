@@ -22,6 +22,7 @@ PUBLIC = (
     "asyncflow.sweep",
     "asyncflow.compare",
     "asyncflow.aggregate",
+    "asyncflow.trackers",
     "asyncflow.config_file",
 )
 """The modules whose ``__all__`` is asyncflow's public API, each with a page under ``reference/``."""
