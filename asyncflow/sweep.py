@@ -147,19 +147,43 @@ def _command(spec: SweepSpec, trial: Trial, folder: Path) -> list[str]:
     return [*base, spec.algo, *spec.shared, *spec.stops, *trial.train_args(), "--logdir", str(folder)]
 
 
+class _Processes:
+    """The trials' running processes, and whether the sweep is stopping: a trial whose process
+    starts after the sweep began to stop is stopped at once, not left to run to its end."""
+
+    def __init__(self) -> None:
+        self.running: dict[Trial, Any] = {}
+        self.stopping = False
+
+    def add(self, trial: Trial, proc: Any) -> None:
+        self.running[trial] = proc
+        if self.stopping:
+            _terminate(proc)
+
+    def stop(self) -> None:
+        self.stopping = True
+        for proc in self.running.values():
+            _terminate(proc)
+
+
+def _terminate(proc: Any) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        proc.send_signal(signal.SIGTERM)  # asyncflow train stops its workers and exits (143)
+
+
 async def _run_trial(
-    spec: SweepSpec, trial: Trial, folder: Path, processes: dict[Trial, Any], env: dict[str, str] | None
+    spec: SweepSpec, trial: Trial, folder: Path, processes: _Processes, env: dict[str, str] | None
 ) -> Outcome:
     folder.mkdir(parents=True, exist_ok=True)
     command = _command(spec, trial, folder)
     started = time.monotonic()
     with open(folder / LOG_FILE, "ab") as log:
         proc = await asyncio.create_subprocess_exec(*command, stdout=log, stderr=asyncio.subprocess.STDOUT, env=env)
-        processes[trial] = proc
+        processes.add(trial, proc)
         try:
             code = await proc.wait()
         finally:
-            processes.pop(trial, None)
+            processes.running.pop(trial, None)
     run_dir = _run_dir(folder)
     outcome = Outcome(trial, "finished" if code == 0 else "failed", code, time.monotonic() - started,
                       str(run_dir) if run_dir else None)  # fmt: skip
@@ -191,7 +215,7 @@ async def run_sweep(
             (folder / trial.name / TRIAL_FILE).unlink()  # a failed trial runs again
     free = spec.cores
     running: dict[asyncio.Task[Outcome], Trial] = {}
-    processes: dict[Trial, Any] = {}
+    processes = _Processes()
     outcomes: dict[Trial, Outcome] = {}
     try:
         while todo or running:
@@ -207,9 +231,7 @@ async def run_sweep(
                 if on_outcome is not None:
                     on_outcome(outcomes[trial])
     finally:
-        for proc in processes.values():
-            with contextlib.suppress(ProcessLookupError):
-                proc.send_signal(signal.SIGTERM)  # each stops its workers and exits (143)
+        processes.stop()
         if running:
             await asyncio.gather(*running, return_exceptions=True)
     return [outcomes[t] for t in trials if t in outcomes]
