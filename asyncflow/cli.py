@@ -379,9 +379,10 @@ _STOP_OPTIONS = ("stop_reward", "stop_on_evaluation", "stop_timesteps", "stop_ti
                  "tensorboard", "mlflow", "wandb")  # fmt: skip
 
 
-def _trial_cores(cls: Any, spec: Any, point: dict[str, Any]) -> int:
-    """Check the config of one point of a sweep's grid (as ``train`` would, env and model too)
-    and say how many cores a trial of it needs: one per worker process, one without them."""
+def _trial_cores(cls: Any, spec: Any, point: dict[str, Any]) -> tuple[int, bool]:
+    """Check the config of one point of a sweep's grid (as ``train`` would, env and model too) and
+    say how many cores a trial of it needs (one for its driver, which runs the learner, and one
+    per worker process) and whether its learner's torch threads are left to the sweep to set."""
     from .sweep import Trial
 
     args = _build_parser().parse_args(["train", spec.algo, *spec.shared, *Trial(spec.seeds[0], point, 1).train_args()])
@@ -389,7 +390,7 @@ def _trial_cores(cls: Any, spec: Any, point: dict[str, Any]) -> int:
     cls(config)  # the env and the model, checked in this process
     workers = config.rollouts.num_workers if config.rollouts.backend == "process" else 0
     evaluators = config.evaluation.num_workers if config.evaluation.interval is not None else 0
-    return max(1, workers + evaluators)
+    return 1 + workers + evaluators, config.learner.torch_threads is None
 
 
 def _sweep(args: argparse.Namespace) -> int:
@@ -418,11 +419,12 @@ def _sweep(args: argparse.Namespace) -> int:
     cls = ALGORITHMS[spec.algo]
     trials = []
     for point in spec.grid:  # every config checked before any trial starts
-        need = _trial_cores(cls, spec, point)
+        need, free_threads = _trial_cores(cls, spec, point)
         if need > spec.cores:
-            raise ConfigError(f"sweep: a trial of {point or 'the config'} needs {need} cores (one per worker "
-                              f"process), the sweep has {spec.cores} (--cores)")  # fmt: skip
-        trials += [Trial(seed, point, need) for seed in spec.seeds]
+            print(f"asyncflow: a trial of {point or 'the config'} needs {need} cores (its driver and each worker "
+                  f"process), the sweep has {spec.cores}: each runs alone")  # fmt: skip
+        cores = min(need, spec.cores)
+        trials += [Trial(seed, point, cores, cores if free_threads else None) for seed in spec.seeds]
     folder.mkdir(parents=True, exist_ok=True)
     spec.save(folder)
     print(f"asyncflow: sweep of {len(trials)} trials on {spec.cores} cores in {folder}", flush=True)

@@ -5,12 +5,14 @@
 Each trial is an ordinary ``asyncflow train`` in a process of its own, writing an ordinary run
 folder under ``SWEEP/<trial>/``, its output in ``SWEEP/<trial>/trial.log`` and, once it ends,
 ``trial.json`` (finished or failed, its exit code, its wall time). Trials are packed onto the
-machine's cores: a trial needs as many cores as it has rollout worker processes (one when it
-samples in its own process, ``--num-workers 0``, or on Ray), and one waits until that many are
-free, so the sweep never runs more than the cores hold. A failing trial is reported and the
-others go on. ``sweep.json`` holds what the sweep was asked; ``asyncflow sweep --resume SWEEP``
-skips finished trials, continues an interrupted one from its latest checkpoint (or starts it
-again) and runs the failed ones again. Every config is checked before any trial starts.
+machine's cores: a trial needs one for its driver, which runs the learner (and samples, with
+``--num-workers 0``), and one per worker process on this machine; it waits until that many are
+free, so trials never share a core (one that needs more cores than the sweep has runs alone).
+Each trial's learner gets as many torch threads as it has cores, unless its config says. A
+failing trial is reported and the others go on. ``sweep.json`` holds what the sweep was asked;
+``asyncflow sweep --resume SWEEP`` skips finished trials, continues an interrupted one from its
+latest checkpoint (or starts it again) and runs the failed ones again. Every config is checked
+before any trial starts.
 """
 
 from __future__ import annotations
@@ -80,6 +82,9 @@ class Trial:
     seed: int
     grid: dict[str, Any]
     cores: int
+    threads: int | None = None
+    """The learner's torch threads (``learner.torch_threads``), its share of the cores, unless the
+    config sets them: torch would otherwise start a thread per core of the machine in each trial."""
 
     @property
     def name(self) -> str:
@@ -92,6 +97,8 @@ class Trial:
         args = ["--seed", str(self.seed)]
         for key, value in self.grid.items():
             args += ["--env", str(value)] if key == "env" else ["--set", f"{key}={value!r}"]
+        if self.threads is not None:
+            args += ["--set", f"learner.torch_threads={self.threads}"]
         return args
 
 

@@ -3,10 +3,11 @@
 ``asyncflow train --mlflow`` logs each iteration's numbers (nested ones as ``learner/kl``) at
 step ``num_env_steps_sampled``, and the config as parameters, to MLflow: by default an SQLite
 store in the run folder (``RUN_DIR/mlflow.db``, which ``mlflow ui --backend-store-uri
-sqlite:///RUN_DIR/mlflow.db`` shows; ``--mlflow URI`` names another store or a server). ``--wandb`` does the same to Weights & Biases, offline unless ``WANDB_MODE`` says
-otherwise, its files in ``RUN_DIR/wandb`` (``wandb sync`` uploads them later). Each tracker's
-run id is kept in ``RUN_DIR/trackers.json``, so a resumed run goes on in the same tracker run.
-A tracker whose package is missing is a ``ConfigError`` before anything starts.
+sqlite:///RUN_DIR/mlflow.db`` shows; ``--mlflow URI`` names another store or a server).
+``--wandb`` does the same to Weights & Biases, offline unless ``WANDB_MODE`` says otherwise, its
+files in ``RUN_DIR/wandb`` (``wandb sync`` uploads them later). Each tracker's run id is kept in
+``RUN_DIR/trackers.json``, so a resumed run goes on in the same tracker run. A tracker whose
+package is missing is a ``ConfigError`` before anything starts.
 """
 
 from __future__ import annotations
