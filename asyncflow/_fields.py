@@ -25,6 +25,7 @@ path (``learner.lr: must be > 0``), and an unknown name gets the closest known o
 
 from __future__ import annotations
 
+import ast
 import dataclasses
 import difflib
 import math
@@ -230,6 +231,26 @@ def to_dict(config: Any, *, nested: bool = True) -> dict[str, Any]:
         value = getattr(config, f.name)
         out[f.name] = to_dict(value) if nested and is_config(value) else value
     return out
+
+
+def flatten(mapping: Mapping[str, Any], sep: str = ".", prefix: str = "") -> dict[str, Any]:
+    """A nested mapping on one level: ``{"learner": {"lr": 3e-4}}`` -> ``{"learner.lr": 3e-4}``."""
+    out: dict[str, Any] = {}
+    for key, value in mapping.items():
+        if isinstance(value, Mapping):
+            out.update(flatten(value, sep, f"{prefix}{key}{sep}"))
+        else:
+            out[f"{prefix}{key}"] = value
+    return out
+
+
+def parse_value(raw: str) -> Any:
+    """A field's value given as text (``--set``, ``--grid``): a Python literal (``1e-3``,
+    ``(64, 64)``, ``None``), else the text itself. ``ast.literal_eval`` runs no code."""
+    try:
+        return ast.literal_eval(raw)
+    except (ValueError, SyntaxError):
+        return raw
 
 
 def check_fields(config: Any) -> None:

@@ -13,7 +13,6 @@ asyncflow compare runs/sweep_ppo_CartPole-v1_* -o compare.png
 from __future__ import annotations
 
 import argparse
-import ast
 import asyncio
 import contextlib
 import json
@@ -28,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from . import _interrupts
+from ._fields import parse_value
 from .errors import AsyncflowError, ConfigError, RemoteTraceback
 
 __all__ = ["main"]
@@ -44,11 +44,7 @@ def _parse_sets(pairs: list[str]) -> dict[str, Any]:
         if "=" not in pair:
             raise ConfigError(f"--set expects field=value, got {pair!r}")
         key, raw = pair.split("=", 1)
-        try:
-            value: Any = ast.literal_eval(raw)
-        except (ValueError, SyntaxError):
-            value = raw
-        out[key.strip().replace("-", "_")] = value
+        out[key.strip().replace("-", "_")] = parse_value(raw)
     return out
 
 
@@ -435,7 +431,7 @@ def _sweep(args: argparse.Namespace) -> int:
               flush=True)  # fmt: skip
 
     try:
-        asyncio.run(_stopped_by_sigterm(run_sweep(folder, spec, trials, report, env=_trial_environment())))
+        outcomes = asyncio.run(_stopped_by_sigterm(run_sweep(folder, spec, trials, report)))
     except _Terminated:
         print(f"\nasyncflow: terminated; asyncflow sweep --resume {folder} runs what is left", file=sys.stderr)
         return 143
@@ -445,20 +441,9 @@ def _sweep(args: argparse.Namespace) -> int:
     table = summary(folder, trials)
     (folder / "summary.md").write_text(table + "\n")
     print(table)
-    failed = sum("| failed |" in line for line in table.splitlines())
+    failed = sum(outcome.status == "failed" for outcome in outcomes)  # the others finished, now or before
     print(f"asyncflow: {len(trials) - failed} of {len(trials)} trials finished; asyncflow compare {folder}")
     return 1 if failed else 0
-
-
-_EARLY_FORK_SERVER = os.environ.get("ASYNCFLOW_EARLY_FORK_SERVER")  # as the user gave it, before main() sets it
-
-
-def _trial_environment() -> dict[str, str]:
-    """This process's environment for a trial, with the early fork server as the user had it."""
-    env = {k: v for k, v in os.environ.items() if k != "ASYNCFLOW_EARLY_FORK_SERVER"}
-    if _EARLY_FORK_SERVER is not None:
-        env["ASYNCFLOW_EARLY_FORK_SERVER"] = _EARLY_FORK_SERVER
-    return env
 
 
 def _compare(args: argparse.Namespace) -> int:
@@ -512,12 +497,19 @@ def main(argv: list[str] | None = None) -> int:
     raw = sys.argv[1:] if argv is None else argv
     debug = "--debug" in raw
     from_shell = argv is None
+    early = os.environ.get("ASYNCFLOW_EARLY_FORK_SERVER")
     if from_shell and raw[:1] != ["train"]:
-        os.environ["ASYNCFLOW_EARLY_FORK_SERVER"] = "0"  # evaluate, export and plot start no worker
+        os.environ["ASYNCFLOW_EARLY_FORK_SERVER"] = "0"  # evaluate, export, plot and sweep start no worker
     if from_shell:
         _interrupts.hold()  # a Ctrl-C in the imports is raised after them (see _interrupts)
     try:
-        parser = _build_parser()  # imports the algorithms, which start the fork server early
+        try:
+            parser = _build_parser()  # imports the algorithms, which start the fork server early
+        finally:  # decided at that import: the processes this one starts (a sweep's trials) decide their own
+            if early is None:
+                os.environ.pop("ASYNCFLOW_EARLY_FORK_SERVER", None)
+            else:
+                os.environ["ASYNCFLOW_EARLY_FORK_SERVER"] = early
         _interrupts.check()
         args = parser.parse_args(argv)
         if args.command != "train":

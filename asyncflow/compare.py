@@ -17,10 +17,10 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
+from ._fields import flatten
 from .aggregate import Interval, iqm, iqm_interval, performance_profile
 from .errors import ConfigError
 from .plot import Run, load_run
@@ -85,14 +85,10 @@ def find_run_dirs(paths: Sequence[str | os.PathLike[str]]) -> list[Path]:
     return list(dict.fromkeys(found))
 
 
-def _flat(params: dict[str, Any], prefix: str = "") -> dict[str, str]:
-    out: dict[str, str] = {}
-    for key, value in params.items():
-        if isinstance(value, dict):
-            out.update(_flat(value, f"{prefix}{key}."))
-        else:
-            out[prefix + key] = json.dumps(value, sort_keys=True, default=str)
-    return out
+def _params(run_dir: Path) -> dict[str, str]:
+    """A run's config, one comparable text per field path (``learner.lr``)."""
+    params = flatten(json.loads((run_dir / "params.json").read_text()))
+    return {name: json.dumps(value, sort_keys=True, default=str) for name, value in params.items()}
 
 
 def _curve(run: Run, evaluation: bool) -> tuple[np.ndarray, np.ndarray]:
@@ -127,7 +123,7 @@ def compare(
         raise ConfigError(f"compare: --at-steps must be > 0, not {at_steps}")
     dirs = find_run_dirs(paths)
     runs = [load_run(d) for d in dirs]
-    params = [_flat(json.loads((d / "params.json").read_text())) for d in dirs]
+    params = [_params(d) for d in dirs]
     evaluation = all(len(run.evaluations) for run in runs)
     keys = sorted({k for p in params for k in p} - {"seed", "env"})
     settings: dict[tuple[str, ...], dict[str, list[int]]] = {}

@@ -38,6 +38,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
+from ._fields import flatten
 from .algorithms import Algorithm
 from .errors import ConfigError
 from .trackers import Tracker, check_installed, close_all, open_trackers
@@ -213,12 +214,10 @@ def _jsonable(value: Any) -> Any:
     return value
 
 
-def _numbers(result: dict[str, Any], prefix: str = "") -> Iterator[tuple[str, float]]:
-    for key, value in result.items():
-        if isinstance(value, dict):
-            yield from _numbers(value, f"{prefix}{key}/")
-        elif isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value):
-            yield f"{prefix}{key}", float(value)
+def _numbers(result: dict[str, Any]) -> Iterator[tuple[str, float]]:
+    for name, value in flatten(result, "/").items():
+        if isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value):
+            yield name, float(value)
 
 
 def _iteration_of(line: str) -> int | None:

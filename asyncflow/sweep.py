@@ -17,7 +17,6 @@ before any trial starts.
 
 from __future__ import annotations
 
-import ast
 import asyncio
 import contextlib
 import csv
@@ -34,6 +33,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from ._fields import parse_value
 from .errors import ConfigError
 
 __all__ = ["Outcome", "SweepSpec", "Trial", "parse_grid", "parse_seeds", "run_sweep", "summary"]
@@ -55,13 +55,6 @@ def parse_seeds(text: str) -> list[int]:
     return seeds
 
 
-def _value(raw: str) -> Any:
-    try:
-        return ast.literal_eval(raw)
-    except (ValueError, SyntaxError):
-        return raw
-
-
 def parse_grid(specs: Sequence[str]) -> list[dict[str, Any]]:
     """``["lr=1e-3,3e-3", "gamma=0.99,0.995"]``: every combination, as field -> value mappings."""
     axes: list[tuple[str, list[Any]]] = []
@@ -71,7 +64,7 @@ def parse_grid(specs: Sequence[str]) -> list[dict[str, Any]]:
             raise ConfigError(f"--grid: expected field=value,value,...; got {spec!r}")
         if name.strip() in {n for n, _ in axes}:
             raise ConfigError(f"--grid: {name.strip()} is given twice")
-        axes.append((name.strip().replace("-", "_"), [_value(v.strip()) for v in values.split(",")]))
+        axes.append((name.strip().replace("-", "_"), [parse_value(v.strip()) for v in values.split(",")]))
     return [dict(zip([n for n, _ in axes], combo, strict=True)) for combo in itertools.product(*(v for _, v in axes))]
 
 
@@ -178,14 +171,12 @@ def _terminate(proc: Any) -> None:
         proc.send_signal(signal.SIGTERM)  # asyncflow train stops its workers and exits (143)
 
 
-async def _run_trial(
-    spec: SweepSpec, trial: Trial, folder: Path, processes: _Processes, env: dict[str, str] | None
-) -> Outcome:
+async def _run_trial(spec: SweepSpec, trial: Trial, folder: Path, processes: _Processes) -> Outcome:
     folder.mkdir(parents=True, exist_ok=True)
     command = _command(spec, trial, folder)
     started = time.monotonic()
     with open(folder / LOG_FILE, "ab") as log:
-        proc = await asyncio.create_subprocess_exec(*command, stdout=log, stderr=asyncio.subprocess.STDOUT, env=env)
+        proc = await asyncio.create_subprocess_exec(*command, stdout=log, stderr=asyncio.subprocess.STDOUT)
         processes.add(trial, proc)
         try:
             code = await proc.wait()
@@ -211,8 +202,6 @@ async def run_sweep(
     spec: SweepSpec,
     trials: Sequence[Trial],
     on_outcome: Callable[[Outcome], None] | None = None,
-    *,
-    env: dict[str, str] | None = None,
 ) -> list[Outcome]:
     """Run the trials not finished yet, packed onto ``spec.cores`` cores; the outcomes in trial order.
     Cancelled (Ctrl-C), it stops the running trials as ``asyncflow train`` stops on SIGTERM."""
@@ -229,7 +218,7 @@ async def run_sweep(
             while todo and todo[0].cores <= free:
                 trial = todo.pop(0)
                 free -= trial.cores
-                running[asyncio.create_task(_run_trial(spec, trial, folder / trial.name, processes, env))] = trial
+                running[asyncio.create_task(_run_trial(spec, trial, folder / trial.name, processes))] = trial
             done, _ = await asyncio.wait(running, return_when=asyncio.FIRST_COMPLETED)
             for task in done:
                 trial = running.pop(task)

@@ -18,6 +18,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any, Protocol
 
+from ._fields import flatten
 from .errors import ConfigError
 
 __all__ = ["MLflowTracker", "Tracker", "WandbTracker", "check_installed", "flat_params", "open_trackers"]
@@ -45,15 +46,9 @@ def check_installed(mlflow: bool, wandb: bool) -> None:
                 raise ConfigError(f"--{extra} needs the {module} package (pip install 'asyncflow[{extra}]')") from None
 
 
-def flat_params(params: Mapping[str, Any], prefix: str = "") -> dict[str, str]:
+def flat_params(params: Mapping[str, Any]) -> dict[str, str]:
     """A nested config as ``{"learner.lr": "0.0003", ...}``, each value cut to 250 characters."""
-    out: dict[str, str] = {}
-    for key, value in params.items():
-        if isinstance(value, Mapping):
-            out.update(flat_params(value, f"{prefix}{key}."))
-        else:
-            out[prefix + key] = str(value)[:250]
-    return out
+    return {name: str(value)[:250] for name, value in flatten(params).items()}
 
 
 def _ids(run_dir: Path) -> dict[str, str]:

@@ -14,10 +14,10 @@ hold a torch model import (``policies/numpy_policy.py`` says why that matters).
 (``asyncflow.algorithms``) and are named here too.
 """
 
-import importlib
 from typing import TYPE_CHECKING, Any
 
 from .. import _preload
+from .._lazy import lazy_loader
 
 _preload.register()  # the fork server preloads what RL actors import, for runtimes opened by hand too
 
@@ -102,14 +102,11 @@ _MODULES = {
 }
 
 
+_load = lazy_loader(__name__, _MODULES, globals())  # the learners: absolute paths, with their algorithms
+
+
 def __getattr__(name: str) -> Any:
-    module = _MODULES.get(name)
-    if module is None:
-        raise AttributeError(f"module 'asyncflow.rl' has no attribute {name!r}")
-    where = module if module.startswith("asyncflow.") else f".{module}"  # the learners live with their algorithms
-    value = getattr(importlib.import_module(where, __name__), name)
-    globals()[name] = value
-    return value
+    return _load(name)
 
 
 __all__ = [

@@ -13,8 +13,9 @@ The names below load on first use (PEP 562): a run that neither writes nor reads
 dataset imports none of it.
 """
 
-import importlib
 from typing import TYPE_CHECKING, Any
+
+from ..._lazy import lazy_loader
 
 if TYPE_CHECKING:
     from .dataset import Dataset, open_dataset, read_transitions
@@ -34,13 +35,11 @@ _MODULES = {
 }
 
 
+_load = lazy_loader(__name__, _MODULES, globals())
+
+
 def __getattr__(name: str) -> Any:
-    module = _MODULES.get(name)
-    if module is None:
-        raise AttributeError(f"module 'asyncflow.rl.offline' has no attribute {name!r}")
-    value = getattr(importlib.import_module(f".{module}", __name__), name)
-    globals()[name] = value
-    return value
+    return _load(name)
 
 
 __all__ = [
