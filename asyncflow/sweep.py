@@ -13,6 +13,9 @@ failing trial is reported and the others go on. ``sweep.json`` holds what the sw
 ``asyncflow sweep --resume SWEEP`` skips finished trials, continues an interrupted one from its
 latest checkpoint (or starts it again) and runs the failed ones again. Every config is checked
 before any trial starts.
+
+A sweep folder is code, as a config file is: the options in its ``sweep.json`` start every trial,
+and an ``--env module:function`` or ``--config`` there imports what it names. Resume only your own.
 """
 
 from __future__ import annotations
