@@ -8,6 +8,7 @@ asyncflow export runs/.../checkpoints/checkpoint_000010.ckpt -o policy.pt
 asyncflow plot runs/ppo_* -o curve.png
 asyncflow sweep ppo --env CartPole-v1 --seeds 0-9 --grid lr=1e-3,3e-3 --stop-timesteps 100000
 asyncflow compare runs/sweep_ppo_CartPole-v1_* -o compare.png
+asyncflow tune ppo --env CartPole-v1 --space "lr=loguniform(1e-4,1e-2)" --trials 20 --stop-timesteps 50000
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from typing import Any
 from . import _interrupts
 from ._fields import parse_value
 from .errors import AsyncflowError, ConfigError, RemoteTraceback
+from .tune import PRUNERS
 
 __all__ = ["main"]
 
@@ -134,6 +136,42 @@ def _build_parser() -> argparse.ArgumentParser:
     sweep.add_argument("--logdir", type=Path, default=Path("runs"), help="where the sweep's folder goes")
     sweep.add_argument("--resume", type=Path, metavar="SWEEP_DIR", help="run what an interrupted sweep left")
     sweep.add_argument("--debug", action="store_true", help="show full tracebacks")
+    tune = sub.add_parser("tune", help="search config values with Optuna: trials in parallel, pruning, resuming")
+    tune.add_argument("algo", nargs="?", choices=sorted(ALGORITHMS), help="algorithm (not with --resume)")
+    tune.add_argument(
+        "--space",
+        action="append",
+        default=[],
+        metavar="FIELD=KIND(...)",
+        help="a field's range: loguniform(a,b), uniform(a,b), int(a,b), logint(a,b), choice(v1,v2,...)",
+    )
+    tune.add_argument("--trials", type=int, help="trials in the study (default 20; with --resume: raise it)")
+    tune.add_argument(
+        "--metric",
+        default="episode_return_mean",
+        help="a progress.csv column (default: "
+        "episode_return_mean; evaluation/episode_return_mean needs evaluation_interval)",
+    )
+    tune.add_argument("--mode", choices=["max", "min"], default="max", help="whether the metric should rise or fall")
+    tune.add_argument(
+        "--prune",
+        choices=PRUNERS,
+        default="median",
+        help="stop trials whose curve falls behind: median, successive halving, or none",
+    )
+    tune.add_argument(
+        "--report-every",
+        type=int,
+        metavar="STEPS",
+        help="env steps between a trial's reports to the pruner (default: a tenth of --stop-timesteps)",
+    )
+    tune.add_argument("--seed", type=int, default=0, help="every trial's seed, and the sampler's")
+    _config_arguments(tune)
+    _stop_arguments(tune)
+    tune.add_argument("--cores", type=int, help="cores to pack the trials onto (default: this machine's)")
+    tune.add_argument("--logdir", type=Path, default=Path("runs"), help="where the study's folder goes")
+    tune.add_argument("--resume", type=Path, metavar="STUDY_DIR", help="go on with an interrupted study")
+    tune.add_argument("--debug", action="store_true", help="show full tracebacks")
     compare = sub.add_parser("compare", help="compare settings over runs: IQM with 95%% bootstrap intervals")
     compare.add_argument("runs", type=Path, nargs="+", metavar="RUN_DIR", help="run folders, or folders holding them")
     compare.add_argument("-o", "--output", type=Path, help="also draw the curves and performance profiles here")
@@ -375,18 +413,26 @@ _STOP_OPTIONS = ("stop_reward", "stop_on_evaluation", "stop_timesteps", "stop_ti
                  "tensorboard", "mlflow", "wandb")  # fmt: skip
 
 
-def _trial_cores(cls: Any, spec: Any, point: dict[str, Any]) -> tuple[int, bool]:
-    """Check the config of one point of a sweep's grid (as ``train`` would, env and model too) and
-    say how many cores a trial of it needs (one for its driver, which runs the learner, and one
-    per worker process) and whether its learner's torch threads are left to the sweep to set."""
+def _trial_config(
+    cls: Any, algo: str, shared: Sequence[str], seed: int, point: dict[str, Any]
+) -> tuple[Any, int, bool]:
+    """Check the config of one trial of a sweep or a study (as ``train`` would, env and model
+    too): the config, how many cores a trial of it needs (one for its driver, which runs the
+    learner, and one per worker process) and whether its learner's torch threads are left to set."""
     from .sweep import Trial
 
-    args = _build_parser().parse_args(["train", spec.algo, *spec.shared, *Trial(spec.seeds[0], point, 1).train_args()])
+    args = _build_parser().parse_args(["train", algo, *shared, *Trial(seed, point, 1).train_args()])
     config = _make_config(cls, args)
     cls(config)  # the env and the model, checked in this process
     workers = config.rollouts.num_workers if config.rollouts.backend == "process" else 0
     evaluators = config.evaluation.num_workers if config.evaluation.interval is not None else 0
-    return 1 + workers + evaluators, config.learner.torch_threads is None
+    return config, 1 + workers + evaluators, config.learner.torch_threads is None
+
+
+def _trial_cores(cls: Any, spec: Any, point: dict[str, Any]) -> tuple[int, bool]:
+    """A sweep's trial of one point of its grid: the cores it needs, and whether its threads are left to set."""
+    _, cores, free_threads = _trial_config(cls, spec.algo, spec.shared, spec.seeds[0], point)
+    return cores, free_threads
 
 
 def _sweep(args: argparse.Namespace) -> int:
@@ -444,6 +490,113 @@ def _sweep(args: argparse.Namespace) -> int:
     failed = sum(outcome.status == "failed" for outcome in outcomes)  # the others finished, now or before
     print(f"asyncflow: {len(trials) - failed} of {len(trials)} trials finished; asyncflow compare {folder}")
     return 1 if failed else 0
+
+
+def _plain_fields(algo: str, shared: Sequence[str]) -> dict[str, Any]:
+    """The config fields the options ``shared`` give, as written (an env by its name): what a
+    study's ``best.yaml`` holds beside the tuned values."""
+    from .config_file import load_config_file
+
+    args = _build_parser().parse_args(["train", algo, *shared])
+    fields = load_config_file(args.config) if args.config is not None else {}
+    if args.env is not None:
+        fields["env"] = args.env
+    if args.num_workers is not None:
+        fields["num_workers"] = args.num_workers
+    return {**fields, **_placement(args), **_parse_sets(args.set)}
+
+
+def _tune_spec(args: argparse.Namespace) -> tuple[Path, Any]:
+    """The study's folder and what it was asked, checked: from the options, or from its folder (--resume)."""
+    from .algorithms import ALGORITHMS
+    from .experiment import CSV_FIELDS
+    from .search_space import parse_space
+    from .tune import TuneSpec
+
+    if args.trials is not None and args.trials < 1:
+        raise ConfigError(f"--trials must be >= 1, not {args.trials}")
+    if args.resume is not None:
+        given = _options(args, (*_CONFIG_OPTIONS, *_STOP_OPTIONS, "cores", "report_every", "space"))
+        if given or args.algo or args.metric != "episode_return_mean" or args.mode != "max" or args.seed != 0 \
+                or args.prune != "median":  # fmt: skip
+            raise ConfigError("tune --resume goes on with the study as it was asked; give nothing else but --trials")
+        spec = TuneSpec.load(args.resume)
+        if args.trials is not None:
+            spec = TuneSpec(**{**spec.__dict__, "trials": args.trials})
+        return args.resume, spec
+    if args.algo is None:
+        raise ConfigError("tune: name an algorithm (" + ", ".join(sorted(ALGORITHMS)) + ")")
+    if not args.space:
+        raise ConfigError('tune: give what to search with --space, e.g. --space "lr=loguniform(1e-4,1e-2)"')
+    parse_space(args.space)  # each one parses
+    if args.stop_timesteps is None:
+        raise ConfigError("tune: give each trial its budget with --stop-timesteps (the pruner compares curves "
+                          "at equal env steps)")  # fmt: skip
+    if args.metric not in CSV_FIELDS:
+        raise ConfigError(f"--metric: no run reports {args.metric!r}; use a progress.csv column: "
+                          + ", ".join(CSV_FIELDS))  # fmt: skip
+    report_every = args.report_every if args.report_every is not None else max(1, args.stop_timesteps // 10)
+    if report_every < 1:
+        raise ConfigError(f"--report-every must be >= 1, not {report_every}")
+    cores = args.cores if args.cores is not None else (os.cpu_count() or 1)
+    if cores < 1:
+        raise ConfigError(f"--cores must be >= 1, not {cores}")
+    spec = TuneSpec(args.algo, _options(args, _CONFIG_OPTIONS), _options(args, _STOP_OPTIONS), args.seed, args.space,
+                    args.metric, "maximize" if args.mode == "max" else "minimize", args.prune,
+                    args.trials if args.trials is not None else 20, cores, report_every)  # fmt: skip
+    env = re.sub(r"[^\w.-]+", "-", args.env or "default-env")
+    return args.logdir / f"tune_{args.algo}_{env}_{time.strftime('%Y%m%d-%H%M%S')}", spec
+
+
+def _tune(args: argparse.Namespace) -> int:
+    from .algorithms import ALGORITHMS
+    from .sweep import Trial
+    from .tune import BEST_FILE, best_config, load_study, run_study, study_table
+
+    folder, spec = _tune_spec(args)
+    cls, dims = ALGORITHMS[spec.algo], spec.dimensions
+    lows = {d.name: d.low for d in dims}
+    for dim in dims:  # every field exists and takes its whole range, before any trial starts
+        for value in dim.args:
+            config, _, _ = _trial_config(cls, spec.algo, spec.shared, spec.seed, {**lows, dim.name: value})
+    if spec.metric.startswith("evaluation/") and config.evaluation.interval is None:
+        raise ConfigError(f"--metric {spec.metric} needs evaluation during training (--set evaluation_interval=N)")
+
+    def make_trial(values: dict[str, Any]) -> Trial:
+        _, need, free_threads = _trial_config(cls, spec.algo, spec.shared, spec.seed, values)
+        cores = min(need, spec.cores)
+        return Trial(spec.seed, values, cores, cores if free_threads else None)
+
+    folder.mkdir(parents=True, exist_ok=True)
+    spec.save(folder)
+    study = load_study(folder, spec)
+    print(f"asyncflow: study of {spec.trials} trials of {spec.algo} on {spec.cores} cores, {spec.direction} "
+          f"{spec.metric}, pruning: {spec.prune}; in {folder}", flush=True)  # fmt: skip
+
+    def report(outcome: Any, frozen: Any) -> None:
+        values = ", ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in frozen.params.items())
+        how = {"COMPLETE": f"{spec.metric} {frozen.value:.2f}",
+               "PRUNED": f"pruned at report {frozen.last_step}",
+               "FAIL": f"failed ({frozen.user_attrs.get('failed')}; see its trial.log)"}[frozen.state.name]  # fmt: skip
+        print(f"asyncflow: trial {frozen.number} ({values}): {how}, {outcome.seconds:.1f} s", flush=True)
+
+    try:
+        asyncio.run(_stopped_by_sigterm(run_study(folder, spec, study, make_trial, report)))
+    except (_Terminated, KeyboardInterrupt) as stopped:
+        how, code = ("interrupted", 130) if isinstance(stopped, KeyboardInterrupt) else ("terminated", 143)
+        print(f"\nasyncflow: {how}; asyncflow tune --resume {folder} goes on", file=sys.stderr)
+        return code
+    table = study_table(study, dims)
+    (folder / "summary.md").write_text(table + "\n")
+    print(table)
+    best = best_config(study, dims, _plain_fields(spec.algo, spec.shared), spec.algo, spec.metric)
+    if best is None:
+        print("asyncflow: no trial finished; see the trials' trial.log")
+        return 1
+    (folder / BEST_FILE).write_text(best)
+    print(f"asyncflow: best: trial {study.best_trial.number}, {spec.metric} {study.best_value:.2f}; "
+          f"asyncflow train {spec.algo} --config {folder / BEST_FILE}")  # fmt: skip
+    return 0
 
 
 def _compare(args: argparse.Namespace) -> int:
@@ -515,7 +668,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.command != "train":
             _interrupts.release()
         commands = {"train": _train, "evaluate": _evaluate, "export": _export, "plot": _plot, "compare": _compare,
-                    "sweep": _sweep}  # fmt: skip
+                    "sweep": _sweep, "tune": _tune}  # fmt: skip
         code = commands[args.command](args)
     except KeyboardInterrupt:  # before training started (imports, checks): nothing to clean up
         _stop_unused_fork_server(from_shell)

@@ -31,7 +31,7 @@ import shutil
 import signal
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -129,7 +129,7 @@ class Outcome:
     """How a trial ended, and where its run folder is."""
 
     trial: Trial
-    status: str  # "finished" or "failed"
+    status: str  # "finished", "failed" or (tuning) "pruned"
     returncode: int
     seconds: float
     run_dir: str | None
@@ -140,7 +140,7 @@ def _run_dir(folder: Path) -> Path | None:
     return runs[-1] if runs else None
 
 
-def _command(spec: SweepSpec, trial: Trial, folder: Path) -> list[str]:
+def _command(spec: Any, trial: Trial, folder: Path) -> list[str]:
     run_dir = _run_dir(folder)
     base = [sys.executable, "-m", "asyncflow.cli", "train"]
     if run_dir is not None and any((run_dir / "checkpoints").glob("*.ckpt")):  # an interrupted trial goes on
@@ -174,20 +174,56 @@ def _terminate(proc: Any) -> None:
         proc.send_signal(signal.SIGTERM)  # asyncflow train stops its workers and exits (143)
 
 
-async def _run_trial(spec: SweepSpec, trial: Trial, folder: Path, processes: _Processes) -> Outcome:
+def _dying_with_parent() -> Callable[[], None] | None:
+    """What a trial's process runs before its program: SIGTERM when the sweep's process dies,
+    even by SIGKILL, so that no trial outlives its sweep (Linux's PR_SET_PDEATHSIG; elsewhere
+    None). Everything is looked up here, in the parent: the child between fork and exec only calls."""
+    if sys.platform != "linux":
+        return None
+    import ctypes
+
+    prctl, parent, kill, me = ctypes.CDLL(None, use_errno=True).prctl, os.getpid(), os.kill, os.getpid
+
+    def in_child() -> None:
+        prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+        if os.getppid() != parent:  # the sweep died before that call
+            kill(me(), signal.SIGTERM)
+
+    return in_child
+
+
+Watch = Callable[[Path], Awaitable[bool]]
+"""Runs beside a trial with its folder; returning True stops the trial (pruned). It is cancelled
+when the trial ends."""
+
+
+async def _run_trial(
+    spec: Any, trial: Trial, folder: Path, processes: _Processes, watch: Watch | None = None
+) -> Outcome:
     folder.mkdir(parents=True, exist_ok=True)
     command = _command(spec, trial, folder)
     started = time.monotonic()
+    pruned = False
     with open(folder / LOG_FILE, "ab") as log:
-        proc = await asyncio.create_subprocess_exec(*command, stdout=log, stderr=asyncio.subprocess.STDOUT)
+        proc = await asyncio.create_subprocess_exec(*command, stdout=log, stderr=asyncio.subprocess.STDOUT,
+                                                    preexec_fn=_dying_with_parent())  # fmt: skip
         processes.add(trial, proc)
+        waiting = asyncio.ensure_future(proc.wait())
+        watching = asyncio.ensure_future(watch(folder)) if watch is not None else None
         try:
-            code = await proc.wait()
+            if watching is not None:
+                await asyncio.wait({waiting, watching}, return_when=asyncio.FIRST_COMPLETED)
+                if watching.done() and watching.result():
+                    pruned = True
+                    _terminate(proc)
+            code = await waiting
         finally:
             processes.running.pop(trial, None)
+            if watching is not None:
+                watching.cancel()
     run_dir = _run_dir(folder)
-    outcome = Outcome(trial, "finished" if code == 0 else "failed", code, time.monotonic() - started,
-                      str(run_dir) if run_dir else None)  # fmt: skip
+    status = "pruned" if pruned else "finished" if code == 0 else "failed"
+    outcome = Outcome(trial, status, code, time.monotonic() - started, str(run_dir) if run_dir else None)
     (folder / TRIAL_FILE).write_text(json.dumps(asdict(outcome), indent=2, default=repr) + "\n")
     return outcome
 

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from asyncflow.compare import compare
-from tests.conftest import our_segments
+from tests.conftest import alive, children, our_segments
 
 ROOT = Path(__file__).resolve().parents[1]
 SMALL = ["--num-workers", "0", "--stop-timesteps", "3000"]  # a trial samples in its driver: one core
@@ -25,27 +25,6 @@ def _sweep(*args: str, cwd: Path) -> subprocess.Popen[str]:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     return subprocess.Popen([sys.executable, "-m", "asyncflow.cli", "sweep", *args], cwd=cwd, env=env, text=True,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT)  # fmt: skip
-
-
-def _children(pid: int) -> list[int]:
-    """The processes whose parent is ``pid`` (from /proc)."""
-    out = []
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                stat = Path(f"/proc/{entry}/stat").read_text()
-            except OSError:
-                continue
-            if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
-                out.append(int(entry))
-    return out
-
-
-def _alive(pid: int) -> bool:
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
 
 
 def _trials(folder: Path) -> dict[str, dict[str, object]]:
@@ -58,7 +37,7 @@ def test_trials_run_in_parallel_on_the_cores_and_leave_nothing_behind(tmp_path: 
                   cwd=tmp_path)  # fmt: skip
     most, seen = 0, set()
     while proc.poll() is None:
-        trials = [pid for pid in _children(proc.pid) if _alive(pid)]
+        trials = [pid for pid in children(proc.pid) if alive(pid)]
         seen.update(trials)
         most = max(most, len(trials))
         time.sleep(0.02)
@@ -66,7 +45,7 @@ def test_trials_run_in_parallel_on_the_cores_and_leave_nothing_behind(tmp_path: 
     assert proc.returncode == 0, out
     assert most == 2, f"at most {most} trials ran at once on 2 cores"  # packed, never more
     assert len(seen) == 4
-    assert not [pid for pid in seen if _alive(pid)]
+    assert not [pid for pid in seen if alive(pid)]
     assert all(our_segments(pid) == [] for pid in seen)
     [folder] = (tmp_path / "runs").iterdir()
     assert {name: t["status"] for name, t in _trials(folder).items()} == {
