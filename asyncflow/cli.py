@@ -172,6 +172,27 @@ def _build_parser() -> argparse.ArgumentParser:
     tune.add_argument("--logdir", type=Path, default=Path("runs"), help="where the study's folder goes")
     tune.add_argument("--resume", type=Path, metavar="STUDY_DIR", help="go on with an interrupted study")
     tune.add_argument("--debug", action="store_true", help="show full tracebacks")
+    pbt = sub.add_parser("pbt", help="population-based training: a population of trainers in one process")
+    pbt.add_argument("algo", choices=sorted(ALGORITHMS), help="algorithm")
+    pbt.add_argument("--mutate", action="append", default=[], metavar="FIELD=KIND(...)",
+                     help="a field to search and its range, as tune's --space (lr, or a field the algorithm "
+                          "can change while training)")  # fmt: skip
+    pbt.add_argument("--population", type=int, default=4, help="members (default 4)")
+    pbt.add_argument("--interval", type=int, default=5, help="iterations between exploit and explore (default 5)")
+    pbt.add_argument("--quantile", type=float, default=0.25,
+                     help="the bottom quantile exploits the top one (default 0.25)")  # fmt: skip
+    pbt.add_argument("--resample-probability", type=float, default=0.25,
+                     help="chance that an explored value is drawn anew, not perturbed by 0.8 or 1.2")  # fmt: skip
+    pbt.add_argument("--metric", default="episode_return_mean", help="the progress.csv column members are ranked by")
+    pbt.add_argument("--initial", action="append", default=[], metavar="FIELD=V1,V2,...",
+                     help="the members' first values of a field, one per member (default: drawn)")  # fmt: skip
+    pbt.add_argument("--seed", type=int, default=0, help="member i runs with seed SEED+i; also PBT's own draws")
+    _config_arguments(pbt)
+    pbt.add_argument("--stop-reward", type=float, help="stop once the best member's metric reaches this")
+    pbt.add_argument("--stop-timesteps", type=int, help="stop once every member has sampled this many env steps")
+    pbt.add_argument("--stop-time", type=float, help="stop after this many seconds")
+    pbt.add_argument("--logdir", type=Path, default=Path("runs"), help="where the population's folder goes")
+    pbt.add_argument("--debug", action="store_true", help="show full tracebacks")
     compare = sub.add_parser("compare", help="compare settings over runs: IQM with 95%% bootstrap intervals")
     compare.add_argument("runs", type=Path, nargs="+", metavar="RUN_DIR", help="run folders, or folders holding them")
     compare.add_argument("-o", "--output", type=Path, help="also draw the curves and performance profiles here")
@@ -599,6 +620,104 @@ def _tune(args: argparse.Namespace) -> int:
     return 0
 
 
+def _pbt(args: argparse.Namespace) -> int:
+    from .algorithms import ALGORITHMS
+    from .experiment import RunLogger
+    from .pbt import PopulationBasedTraining
+    from .search_space import parse_space
+    from .sweep import parse_grid
+
+    if args.stop_reward is None and args.stop_timesteps is None and args.stop_time is None:
+        raise ConfigError("pbt: give a stop condition (--stop-timesteps, --stop-reward or --stop-time)")
+    initial = None
+    if args.initial:
+        columns = {spec.partition("=")[0].strip().replace("-", "_"): parse_grid([spec])
+                   for spec in args.initial}  # fmt: skip
+        for name, values in columns.items():
+            if len(values) != args.population:
+                raise ConfigError(f"--initial {name}: one value per member ({args.population}), not {len(values)}")
+        initial = [{name: values[i][name] for name, values in columns.items()} for i in range(args.population)]
+    cls = ALGORITHMS[args.algo]
+    args.output = args.input = None
+    config = _make_config(cls, args)
+    population = PopulationBasedTraining(cls, config, parse_space(args.mutate), population=args.population,
+                                         interval=args.interval, quantile=args.quantile,
+                                         resample_probability=args.resample_probability, metric=args.metric,
+                                         initial=initial, seed=args.seed)  # fmt: skip
+    env = re.sub(r"[^\w.-]+", "-", args.env or "default-env")
+    folder = args.logdir / f"pbt_{args.algo}_{env}_{time.strftime('%Y%m%d-%H%M%S')}"
+    return asyncio.run(_stopped_by_sigterm_code(_run_population(population, folder, args, RunLogger)))
+
+
+async def _stopped_by_sigterm_code(coro: Any) -> int:
+    try:
+        return int(await _stopped_by_sigterm(coro))
+    except _Terminated:
+        print("\nasyncflow: terminated; workers stopped", file=sys.stderr)
+        return 143
+
+
+async def _run_population(population: Any, folder: Path, args: argparse.Namespace, logger_class: Any) -> int:
+    """Train ``population`` until the stop conditions, each member logging to a run folder of its
+    own (``member_I``), each round to ``pbt.jsonl``; then the members' table and ``best.yaml``."""
+    started = time.monotonic()
+    loggers: dict[int, Any] = {}
+    async with population:
+        folder.mkdir(parents=True)
+        print(f"asyncflow: population-based training of {len(population.members)} {args.algo} trainers; "
+              f"logs in {folder}", flush=True)  # fmt: skip
+        for member in population.members:
+            (folder / f"member_{member.index}").mkdir()
+            (folder / f"member_{member.index}" / "params.json").write_text(
+                json.dumps(member.algo.config.to_dict(), indent=2, default=str) + "\n"
+            )
+            loggers[member.index] = logger_class(folder / f"member_{member.index}")
+        try:
+            with open(folder / "pbt.jsonl", "w") as log:
+                async for rnd in population.train(lambda m, r: loggers[m.index].log(r)):
+                    log.write(json.dumps({**rnd, "exploits": [e.__dict__ for e in rnd["exploits"]]},
+                                         default=str) + "\n")  # fmt: skip
+                    log.flush()
+                    best = rnd["members"][rnd["best"]]
+                    taken = ", ".join(f"{e.member} <- {e.donor}" for e in rnd["exploits"]) or "none"
+                    print(f"round {rnd['round']:3d}  best: member {best['index']} {population.metric} "
+                          f"{best['score']:.1f} ({_values(best['values'])})  exploits: {taken}",
+                          flush=True)  # fmt: skip
+                    if _population_stops(rnd, args, time.monotonic() - started):
+                        break
+        finally:
+            for logger in loggers.values():
+                logger.close()
+    lines = ["| member | " + population.metric + " | env steps | exploits | values |", "|---|---|---|---|---|"]
+    for m in population.members:
+        steps = (m.result or {}).get("num_env_steps_sampled", 0)
+        lines.append(f"| {m.index} | {m.score(population.metric):.1f} | {steps} | {m.exploits} | {_values(m.values)} |")
+    table = "\n".join(lines)
+    (folder / "summary.md").write_text(table + "\n")
+    print(table)
+    best_member = max(population.members, key=lambda m: m.score(population.metric))
+    import yaml
+
+    fields = {**_plain_fields(args.algo, _options(args, _CONFIG_OPTIONS)), **best_member.values}
+    (folder / "best.yaml").write_text(f"# asyncflow pbt: member {best_member.index}'s last values\n"
+                                      + yaml.safe_dump(fields, sort_keys=False))  # fmt: skip
+    print(f"asyncflow: best: member {best_member.index}; its values in {folder / 'best.yaml'}")
+    return 0
+
+
+def _values(values: dict[str, Any]) -> str:
+    return ", ".join(f"{k}={v:.3g}" if isinstance(v, float) else f"{k}={v}" for k, v in values.items())
+
+
+def _population_stops(rnd: dict[str, Any], args: argparse.Namespace, seconds: float) -> bool:
+    members = rnd["members"]
+    if args.stop_reward is not None and max(m["score"] for m in members) >= args.stop_reward:
+        return True
+    if args.stop_timesteps is not None and min(m["env_steps"] for m in members) >= args.stop_timesteps:
+        return True
+    return args.stop_time is not None and seconds >= args.stop_time
+
+
 def _compare(args: argparse.Namespace) -> int:
     from .compare import compare, plot_comparison
 
@@ -668,7 +787,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.command != "train":
             _interrupts.release()
         commands = {"train": _train, "evaluate": _evaluate, "export": _export, "plot": _plot, "compare": _compare,
-                    "sweep": _sweep, "tune": _tune}  # fmt: skip
+                    "sweep": _sweep, "tune": _tune, "pbt": _pbt}  # fmt: skip
         code = commands[args.command](args)
     except KeyboardInterrupt:  # before training started (imports, checks): nothing to clean up
         _stop_unused_fork_server(from_shell)

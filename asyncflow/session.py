@@ -38,6 +38,7 @@ from typing import Any, ClassVar
 
 import torch
 
+from ._fields import flatten, to_dict
 from .actors import ActorHandle, Runtime, open_runtime, prefer_torch_free_fork_server, torch_free_preload
 from .algorithms._checkpoint import read_checkpoint, write_checkpoint
 from .algorithms._config import AlgorithmConfig
@@ -475,6 +476,35 @@ class Algorithm:
         state = (self._restoring or {}).get("normalizer")
         return state if state is not None and state.obs is not None else None
 
+    # -- changing the config while training ---------------------------------------------
+
+    def live_changes(self, **changes: Any) -> tuple[AlgorithmConfig, set[str]]:
+        """The config with ``changes`` applied (checked) and the fields they change, each one
+        ``change_config`` may change while training (a ``ConfigError`` names one that it may not)."""
+        new = self.config.replace(**changes)
+        old_fields, new_fields = flatten(to_dict(self.config)), flatten(to_dict(new))
+        changed = {path for path, value in new_fields.items() if old_fields.get(path) != value}
+        live = {"learner.lr", *(f for f in self.recipe.live_fields)}
+        if refused := sorted(changed - live):
+            can = ", ".join(sorted(live))
+            raise ConfigError(f"{refused[0]}: {self.name} cannot change it while training (its workers or its "
+                              f"learner's construction read it); it can change {can}")  # fmt: skip
+        return new, changed
+
+    async def change_config(self, **changes: Any) -> None:
+        """Change config fields between two iterations, training going on: ``lr`` (every optimizer
+        of the learner takes it at its next step) and the fields the recipe lists as live
+        (``Recipe.live_fields``: PPO's loss coefficients, epochs and batch sizes), which the loss
+        reads at its next step and the plan when it is built again, before the next iteration.
+        Checkpoints save the changed config. Any other field is a ``ConfigError``."""
+        if self.learner is None:
+            raise RuntimeError(f"use 'async with {type(self).__name__}(config) as algo' before change_config()")
+        new, _ = self.live_changes(**changes)
+        for learner in self.recipe.learners(self.learner):
+            await self.ctx.learner_thread.run(_reconfigure, learner, new)
+        self.config = new
+        self._plan_broken = True  # built again from the new config by the next train()
+
     # -- training ----------------------------------------------------------------------
 
     async def train(self) -> AsyncIterator[Result]:
@@ -506,6 +536,21 @@ class Algorithm:
                 self._plan_broken = True
                 raise
             yield self._with_evaluation(result)
+
+
+def _reconfigure(learner: Any, config: AlgorithmConfig) -> None:
+    """In the learner thread, between two steps: the learner's optimizers take ``learner.lr``
+    and its loss reads ``config``."""
+    from .rl.learners.optim import Adam
+
+    lr = config.learner.lr
+    for value in vars(learner).values():
+        if isinstance(value, Adam):
+            value.lr = lr
+    if isinstance(getattr(learner, "lr", None), float):  # an optimizer built on first use takes it
+        learner.lr = lr
+    if hasattr(learner, "loss_config"):
+        learner.loss_config = config
 
 
 def learner_threads(learners: list[Any]) -> int:

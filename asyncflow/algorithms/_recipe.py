@@ -185,6 +185,10 @@ class Recipe(Generic[C, L, R]):
     learners: Callable[[L], list[Any]] = one_learner
     """The learners (torch modules) inside what ``learner`` built: their models decide the
     learner thread's torch threads."""
+    live_fields: tuple[str, ...] = ()
+    """Config fields besides ``learner.lr`` that may change while it trains
+    (``Algorithm.change_config``, population-based training): those only its loss (through the
+    learner's ``loss_config``) and its plan read, never its workers nor the learner's construction."""
 
     def with_loss(self, loss: Callable[..., Any]) -> Recipe[C, L, R]:
         """This algorithm training on another loss, where its learner takes one (the
