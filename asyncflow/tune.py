@@ -36,6 +36,8 @@ __all__ = ["PRUNERS", "TuneSpec", "best_config", "load_study", "run_study", "stu
 
 SPEC_FILE, STUDY_FILE, BEST_FILE = "tune.json", "study.db", "best.yaml"
 PRUNERS = ("median", "halving", "none")
+"""The pruners ``--prune`` names: Optuna's median pruner (once 3 trials have ended, not at a
+trial's first report), successive halving (from the second report, reduction factor 3), none."""
 
 
 @dataclass(frozen=True)
