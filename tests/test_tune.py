@@ -16,8 +16,8 @@ import pytest
 
 from asyncflow.algorithms import PPOConfig
 from asyncflow.config_file import load_config_file
-from asyncflow.search_space import parse_space
 from asyncflow.errors import ConfigError
+from asyncflow.search_space import parse_space
 from tests.conftest import alive, children, our_segments
 
 ROOT = Path(__file__).resolve().parents[1]
