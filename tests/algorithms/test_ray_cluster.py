@@ -49,3 +49,37 @@ async def test_ppo_workers_spread_over_two_nodes_and_solve_cartpole(cluster: Any
     assert not ray.is_initialized()
     ray.init(address=cluster.address)
     assert sum(n["Alive"] for n in ray.nodes()) == 2
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_a_sweep_runs_its_trials_workers_on_the_cluster(cluster: Any, tmp_path: Any) -> None:
+    import json
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    env = {**os.environ, "PYTHONPATH": str(root)}
+    out = subprocess.run([sys.executable, "-m", "asyncflow.cli", "sweep", "ppo", "--env", "CartPole-v1",
+                          "--seeds", "0-1", "--backend", "ray", "--address", cluster.address, "--num-workers", "2",
+                          "--set", "num_cpus_per_worker=0.5", "--stop-timesteps", "4000", "--cores", "2"],
+                         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=280)  # fmt: skip
+    assert out.returncode == 0, out.stdout + out.stderr
+    # each trial takes one core here, for its driver: both ran at once, their workers on the cluster
+    assert "sweep of 2 trials on 2 cores" in out.stdout
+    [folder] = (tmp_path / "runs").iterdir()
+    for seed in (0, 1):
+        trial = json.loads((folder / f"seed={seed}" / "trial.json").read_text())
+        assert trial["status"] == "finished"
+        params = json.loads((Path(trial["run_dir"]) / "params.json").read_text())
+        assert params["rollouts"]["backend"] == "ray" and params["rollouts"]["address"] == cluster.address
+    from ray.util.state import list_actors
+
+    ray.init(address=cluster.address)
+    try:
+        workers = [a for a in list_actors(limit=1000) if "Worker" in a.class_name]
+    finally:
+        ray.shutdown()
+    assert len(workers) >= 4, workers  # 2 trials x 2 rollout workers, each a Ray actor, now dead
