@@ -158,6 +158,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--only", nargs="+", metavar="ALGO-ENV", help="these rows (default: all)")
     parser.add_argument("--sb3", action="store_true", help="also run Stable-Baselines3 on the zoo's settings")
+    parser.add_argument("--sb3-only", action="store_true", help="only Stable-Baselines3's runs (no asyncflow)")
     parser.add_argument("--sb3-limit", type=float, default=900.0, help="seconds before an SB3 run is stopped")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--episodes", type=int, default=20, help="greedy evaluation episodes")
@@ -169,18 +170,27 @@ def main() -> None:
           f"{args.episodes} greedy evaluation episodes", flush=True)  # fmt: skip
     table = []
     for row in rows:
-        with TemporaryDirectory() as tmp:
-            mean, std, seconds = run_asyncflow(row, args.seed, args.episodes, Path(tmp))
-        cells: list[object] = [row.name, f"{row.budget:,}", f"{row.zoo[0]:.1f} +- {row.zoo[1]:.1f}",
-                               f"{mean:.1f} +- {std:.1f}", "yes" if mean >= row.zoo[0] - row.zoo[1] else "no",
-                               f"{seconds:.0f}"]  # fmt: skip
-        if args.sb3:
+        cells: list[object] = [row.name, f"{row.budget:,}", f"{row.zoo[0]:.1f} +- {row.zoo[1]:.1f}"]
+        if not args.sb3_only:
+            with TemporaryDirectory() as tmp:
+                mean, std, seconds = run_asyncflow(row, args.seed, args.episodes, Path(tmp))
+            cells += [f"{mean:.1f} +- {std:.1f}", "yes" if mean >= row.zoo[0] - row.zoo[1] else "no", f"{seconds:.0f}"]
+        if args.sb3_only:
+            peer = run_sb3(row, args.seed, args.episodes, args.sb3_limit)
+            cells += ["-", f"> {args.sb3_limit:.0f}"] if peer is None else [f"{peer[0]:.1f} +- {peer[1]:.1f}",
+                                                                          f"{peer[2]:.0f}"]  # fmt: skip
+        elif args.sb3:
             peer = run_sb3(row, args.seed, args.episodes, args.sb3_limit)
             cells += (["-", f"> {args.sb3_limit:.0f}", "-"] if peer is None else
                       [f"{peer[0]:.1f} +- {peer[1]:.1f}", f"{peer[2]:.0f}", f"{peer[2] / seconds:.2f}x"])  # fmt: skip
         print(" | ".join(str(c) for c in cells), flush=True)
         table.append(cells)
-    header = ["row", "budget (steps)", "zoo published", "asyncflow greedy", "within zoo's std", "asyncflow s"]
+    header = ["row", "budget (steps)", "zoo published"]
+    if args.sb3_only:
+        header += ["SB3 (zoo settings)", "SB3 s"]
+        print_table("Stable-Baselines3 on the zoo's settings", header, table)
+        return
+    header += ["asyncflow greedy", "within zoo's std", "asyncflow s"]
     if args.sb3:
         header += ["SB3 (zoo settings)", "SB3 s", "SB3 time / asyncflow"]
     print_table("Tuned examples at the zoo's budget", header, table)

@@ -60,6 +60,7 @@ def test_a_sweep_runs_its_trials_workers_on_the_cluster(cluster: Any, tmp_path: 
     import sys
     from pathlib import Path
 
+    before = _hosts(cluster.address)
     root = Path(__file__).resolve().parents[2]
     env = {**os.environ, "PYTHONPATH": str(root)}
     out = subprocess.run([sys.executable, "-m", "asyncflow.cli", "sweep", "ppo", "--env", "CartPole-v1",
@@ -73,13 +74,21 @@ def test_a_sweep_runs_its_trials_workers_on_the_cluster(cluster: Any, tmp_path: 
     for seed in (0, 1):
         trial = json.loads((folder / f"seed={seed}" / "trial.json").read_text())
         assert trial["status"] == "finished"
-        params = json.loads((Path(trial["run_dir"]) / "params.json").read_text())
+        params = json.loads((tmp_path / trial["run_dir"] / "params.json").read_text())  # relative to the sweep's cwd
         assert params["rollouts"]["backend"] == "ray" and params["rollouts"]["address"] == cluster.address
-    from ray.util.state import list_actors
+    after = _hosts(cluster.address)
+    assert len(after - before) == 4, (before, after)  # 2 trials x 2 rollout workers, each a Ray actor
+    assert all(state == "DEAD" for _, state in after - before)  # ended with their trials
 
-    ray.init(address=cluster.address)
+
+def _hosts(address: str) -> set[tuple[str, str]]:
+    """The cluster's asyncflow actors (``Host``), as (id, state), from its GCS (Ray's state API
+    needs the dashboard, which is off here)."""
+    if ray.is_initialized():  # the test above stays connected
+        ray.shutdown()
+    ray.init(address=address)
     try:
-        workers = [a for a in list_actors(limit=1000) if "Worker" in a.class_name]
+        actors = ray._private.state.actors()
     finally:
         ray.shutdown()
-    assert len(workers) >= 4, workers  # 2 trials x 2 rollout workers, each a Ray actor, now dead
+    return {(actor_id, a["State"]) for actor_id, a in actors.items() if a["ActorClassName"] == "Host"}
