@@ -86,6 +86,22 @@ def _stop_arguments(parser: argparse.ArgumentParser) -> None:
                         help="also log to Weights & Biases (offline unless WANDB_MODE says otherwise)")  # fmt: skip
 
 
+def _trials_arguments(parser: argparse.ArgumentParser, what: str, folder: str, resume_help: str) -> None:
+    """Where the trials of a sweep or a study run, where their folder goes, and resuming it."""
+    parser.add_argument("--cores", type=int, help="cores to pack the trials onto (default: this machine's)")
+    parser.add_argument("--logdir", type=Path, default=Path("runs"), help=f"where the {what}'s folder goes")
+    parser.add_argument("--resume", type=Path, metavar=folder, help=resume_help)
+    parser.add_argument("--debug", action="store_true", help="show full tracebacks")
+
+
+def _cores(args: argparse.Namespace) -> int:
+    """``--cores``, checked (default: this machine's)."""
+    cores = args.cores if args.cores is not None else (os.cpu_count() or 1)
+    if cores < 1:
+        raise ConfigError(f"--cores must be >= 1, not {cores}")
+    return int(cores)
+
+
 def _build_parser() -> argparse.ArgumentParser:
     from .algorithms import ALGORITHMS
 
@@ -132,10 +148,7 @@ def _build_parser() -> argparse.ArgumentParser:
                        help="values of one config field (env too); several --grid: every combination")  # fmt: skip
     _config_arguments(sweep)
     _stop_arguments(sweep)
-    sweep.add_argument("--cores", type=int, help="cores to pack the trials onto (default: this machine's)")
-    sweep.add_argument("--logdir", type=Path, default=Path("runs"), help="where the sweep's folder goes")
-    sweep.add_argument("--resume", type=Path, metavar="SWEEP_DIR", help="run what an interrupted sweep left")
-    sweep.add_argument("--debug", action="store_true", help="show full tracebacks")
+    _trials_arguments(sweep, "sweep", "SWEEP_DIR", "run what an interrupted sweep left")
     tune = sub.add_parser("tune", help="search config values with Optuna: trials in parallel, pruning, resuming")
     tune.add_argument("algo", nargs="?", choices=sorted(ALGORITHMS), help="algorithm (not with --resume)")
     tune.add_argument(
@@ -168,10 +181,7 @@ def _build_parser() -> argparse.ArgumentParser:
     tune.add_argument("--seed", type=int, default=0, help="every trial's seed, and the sampler's")
     _config_arguments(tune)
     _stop_arguments(tune)
-    tune.add_argument("--cores", type=int, help="cores to pack the trials onto (default: this machine's)")
-    tune.add_argument("--logdir", type=Path, default=Path("runs"), help="where the study's folder goes")
-    tune.add_argument("--resume", type=Path, metavar="STUDY_DIR", help="go on with an interrupted study")
-    tune.add_argument("--debug", action="store_true", help="show full tracebacks")
+    _trials_arguments(tune, "study", "STUDY_DIR", "go on with an interrupted study")
     pbt = sub.add_parser("pbt", help="population-based training: a population of trainers in one process")
     pbt.add_argument("algo", choices=sorted(ALGORITHMS), help="algorithm")
     pbt.add_argument("--mutate", action="append", default=[], metavar="FIELD=KIND(...)",
@@ -472,11 +482,8 @@ def _sweep(args: argparse.Namespace) -> int:
         grid = parse_grid(args.grid) or [{}]
         if args.env is not None and "env" in grid[0]:
             raise ConfigError("sweep: give the env by --env or by --grid env=..., not both")
-        cores = args.cores if args.cores is not None else (os.cpu_count() or 1)
-        if cores < 1:
-            raise ConfigError(f"--cores must be >= 1, not {cores}")
         shared, stops = _options(args, _CONFIG_OPTIONS), _options(args, _STOP_OPTIONS)
-        spec = SweepSpec(args.algo, shared, stops, parse_seeds(args.seeds), grid, cores)
+        spec = SweepSpec(args.algo, shared, stops, parse_seeds(args.seeds), grid, _cores(args))
         env = re.sub(r"[^\w.-]+", "-", args.env or ("envs" if "env" in grid[0] else "default-env"))
         folder = args.logdir / f"sweep_{args.algo}_{env}_{time.strftime('%Y%m%d-%H%M%S')}"
     cls = ALGORITHMS[spec.algo]
@@ -559,9 +566,7 @@ def _tune_spec(args: argparse.Namespace) -> tuple[Path, Any]:
     report_every = args.report_every if args.report_every is not None else max(1, args.stop_timesteps // 10)
     if report_every < 1:
         raise ConfigError(f"--report-every must be >= 1, not {report_every}")
-    cores = args.cores if args.cores is not None else (os.cpu_count() or 1)
-    if cores < 1:
-        raise ConfigError(f"--cores must be >= 1, not {cores}")
+    cores = _cores(args)
     spec = TuneSpec(args.algo, _options(args, _CONFIG_OPTIONS), _options(args, _STOP_OPTIONS), args.seed, args.space,
                     args.metric, "maximize" if args.mode == "max" else "minimize", args.prune,
                     args.trials if args.trials is not None else 20, cores, report_every)  # fmt: skip

@@ -484,7 +484,7 @@ class Algorithm:
         new = self.config.replace(**changes)
         old_fields, new_fields = flatten(to_dict(self.config)), flatten(to_dict(new))
         changed = {path for path, value in new_fields.items() if old_fields.get(path) != value}
-        live = {"learner.lr", *(f for f in self.recipe.live_fields)}
+        live = {"learner.lr", *self.recipe.live_fields}
         if refused := sorted(changed - live):
             can = ", ".join(sorted(live))
             raise ConfigError(f"{refused[0]}: {self.name} cannot change it while training (its workers or its "

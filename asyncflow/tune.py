@@ -100,9 +100,8 @@ def load_study(folder: Path, spec: TuneSpec) -> Any:
     optuna = _optuna()
     storage = f"sqlite:///{(folder / STUDY_FILE).resolve()}"
     study = optuna.create_study(storage=storage, study_name="asyncflow", direction=spec.direction,
-                                load_if_exists=True, pruner=_pruner(optuna, spec.prune),
-                                sampler=optuna.samplers.TPESampler(seed=spec.seed))  # fmt: skip
-    # a resumed study's sampler draws anew, not the values it drew before the interruption
+                                load_if_exists=True, pruner=_pruner(optuna, spec.prune))  # fmt: skip
+    # seeded by the trials so far: a resumed study's sampler draws anew, not what it drew before
     study.sampler = optuna.samplers.TPESampler(seed=spec.seed + len(study.trials))
     for frozen in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,)):
         optuna.Trial(study, frozen._trial_id).set_user_attr("interrupted", True)
