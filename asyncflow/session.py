@@ -45,7 +45,7 @@ from .algorithms._config import AlgorithmConfig
 from .algorithms._inference import worker_numpy_net
 from .algorithms._recipe import MultiAgentWorkers, PolicyModel, Recipe, Run, Spaces, Workers, check_capabilities
 from .errors import CheckpointError, ClosedError, ConfigError
-from .flow._context import FlowContext, set_context
+from .flow._context import NUM_ENV_STEPS_SAMPLED, FlowContext, set_context
 from .flow.learner_thread import LearnerThread
 from .flow.metrics import Result
 from .rl.data.state import get_state, set_state
@@ -54,6 +54,7 @@ from .rl.envs.checks import env_name
 from .rl.envs.make import probe_env
 from .rl.envs.multi_agent import make_multi_agent_env
 from .rl.envs.spaces import check_action_space, check_observation_space
+from .rl.learners.schedule import scheduled
 from .rl.models import build_model, check_model, model_name
 from .rl.models.config import custom_model
 from .rl.models.nets import one_torch_thread
@@ -114,6 +115,7 @@ class Algorithm:
         self._plan: AsyncIterator[Result] | None = None
         self._entered = False  # an algorithm runs once: a second 'async with' is refused
         self._plan_broken = False  # the plan was cancelled mid-step: train() builds it again
+        self._lr: float | None = None  # the rate lr_schedule last set (None: not yet)
         self._restoring: dict[str, Any] | None = None
         self._evaluating: asyncio.Task[dict[str, Any]] | None = None
         self._evaluation: dict[str, Any] | None = None  # the latest finished one
@@ -485,6 +487,9 @@ class Algorithm:
         old_fields, new_fields = flatten(to_dict(self.config)), flatten(to_dict(new))
         changed = {path for path, value in new_fields.items() if old_fields.get(path) != value}
         live = {"learner.lr", *self.recipe.live_fields}
+        if "learner.lr" in changed and new.learner.lr_schedule is not None:
+            raise ConfigError("learner.lr: this run's rate follows learner.lr_schedule; change the schedule "
+                              "before training, not the rate while it trains")  # fmt: skip
         if refused := sorted(changed - live):
             can = ", ".join(sorted(live))
             raise ConfigError(f"{refused[0]}: {self.name} cannot change it while training (its workers or its "
@@ -526,6 +531,7 @@ class Algorithm:
             self._plan, self._plan_broken = self.recipe.plan(run), False
         plan = self._plan
         while True:
+            await self._follow_lr_schedule()
             try:
                 result = await anext(plan)
             except StopAsyncIteration:
@@ -537,20 +543,36 @@ class Algorithm:
                 raise
             yield self._with_evaluation(result)
 
+    async def _follow_lr_schedule(self) -> None:
+        """``learner.lr_schedule``: before each iteration, the learner's optimizers take the
+        rate the schedule gives for the env steps sampled so far (a resumed run's go on)."""
+        schedule = self.config.learner.lr_schedule
+        if schedule is None:
+            return
+        lr = scheduled(schedule, self.ctx.counters.get(NUM_ENV_STEPS_SAMPLED, 0))
+        if lr != self._lr:
+            for learner in self.recipe.learners(self.learner):
+                await self.ctx.learner_thread.run(_set_lr, learner, lr)
+            self._lr = lr
+
 
 def _reconfigure(learner: Any, config: AlgorithmConfig) -> None:
     """In the learner thread, between two steps: the learner's optimizers take ``learner.lr``
     and its loss reads ``config``."""
-    from .rl.learners.optim import Adam
+    _set_lr(learner, config.learner.lr)
+    if hasattr(learner, "loss_config"):
+        learner.loss_config = config
 
-    lr = config.learner.lr
+
+def _set_lr(learner: Any, lr: float) -> None:
+    """Every optimizer of ``learner`` takes ``lr`` at its next step."""
+    from .rl.learners.optim import FlatOptimizer
+
     for value in vars(learner).values():
-        if isinstance(value, Adam):
+        if isinstance(value, FlatOptimizer):
             value.lr = lr
     if isinstance(getattr(learner, "lr", None), float):  # an optimizer built on first use takes it
         learner.lr = lr
-    if hasattr(learner, "loss_config"):
-        learner.loss_config = config
 
 
 def learner_threads(learners: list[Any]) -> int:

@@ -61,5 +61,6 @@ class ActorCriticLearner(Generic[P]):
         return _policy_class(self.policy_class, c)(  # type: ignore[return-value]
             spaces.observation, spaces.action, model=c.model, hidden=c.vector_hidden, lr=part.lr,
             max_grad_norm=part.max_grad_norm, loss=self.loss, loss_config=c, seed=c.seed, device=part.device,
-            max_nonfinite_updates=part.max_nonfinite_updates, precision=part.precision, **_recurrent(c),
+            max_nonfinite_updates=part.max_nonfinite_updates, precision=part.precision, optimizer=part.optimizer,
+            **_recurrent(c),
         )  # fmt: skip

@@ -29,7 +29,9 @@ from ..rl.data.state_tree import Pickled, Untrusted, storable
 from ..rl.envs.atari import AtariEnv, AtariOptions, is_atari_id
 from ..rl.envs.make import EnvSpec
 from ..rl.learners.device import resolve_device
+from ..rl.learners.optim import OPTIMIZERS
 from ..rl.learners.precision import resolve_precision
+from ..rl.learners.schedule import check_schedule
 from ..rl.models.config import ModelConfig
 
 __all__ = [
@@ -171,7 +173,15 @@ class LearnerConfig(Fields):
     """The learner: its optimizer's step and where and how it computes."""
 
     lr: float = field(default=3e-4, min=0, exclusive_min=True)
-    """Adam learning rate."""
+    """The optimizer's learning rate (its first, when ``lr_schedule`` is set)."""
+    lr_schedule: tuple[tuple[float, float], ...] | None = None
+    """``((env_steps, lr), ...)``: the learning rate at each iteration, linear between these
+    points over the env steps sampled, the last one's after it (``((0, 1e-3), (100_000, 0))``
+    decays linearly to 0 by 100k steps, as Stable-Baselines3's ``linear`` schedules over a run of
+    that length). None: ``lr`` throughout. ``lr`` is the rate before the first iteration."""
+    optimizer: str = "adam"
+    """``"adam"``, or ``"rmsprop"`` (torch's, alpha 0.99, eps 1e-5: Stable-Baselines3's A2C
+    optimizer) for the actor-critic algorithms."""
     max_grad_norm: float | None = field(default=0.5, min=0, exclusive_min=True)
     """Clip the global gradient norm to this (None: no clipping)."""
     device: str = "cpu"
@@ -191,6 +201,10 @@ class LearnerConfig(Fields):
     def __post_init__(self) -> None:
         super().__post_init__()
         resolve_precision(self.precision, resolve_device(self.device, "device"))
+        if self.optimizer not in OPTIMIZERS:
+            raise ConfigError(f"optimizer: expected one of {sorted(OPTIMIZERS)}, got {self.optimizer!r}")
+        if self.lr_schedule is not None:
+            check_schedule("lr_schedule", self.lr_schedule)
 
 
 @config_class
@@ -209,7 +223,9 @@ class EvaluationConfig(Fields):
 
 
 SHORTHANDS: dict[str, str] = {
-    **{name: f"learner.{name}" for name in ("lr", "max_grad_norm", "max_nonfinite_updates")},
+    **{
+        name: f"learner.{name}" for name in ("lr", "lr_schedule", "optimizer", "max_grad_norm", "max_nonfinite_updates")
+    },
     **{f"learner_{name}": f"learner.{name}" for name in ("device", "precision", "torch_threads")},
     **{
         name: f"rollouts.{name}"

@@ -92,6 +92,8 @@ class Capabilities:
     """Why not, when not (after the algorithm's name and "'s")."""
     learner_precision: bool = False
     """``learner.precision`` reaches its losses (bfloat16)."""
+    rmsprop: bool = False
+    """``learner.optimizer="rmsprop"``: its learner builds its optimizer from the config."""
     multi_agent: bool = False
     """Its env is a multi-agent env (and a single-agent env is not)."""
 
@@ -228,6 +230,8 @@ def check_capabilities(recipe: Recipe[Any, Any, Any], config: AlgorithmConfig, i
         check_vector_env(c.env)
     if is_async and not caps.async_env:
         raise ConfigError(f"env: {name} does not take an AsyncEnv")
+    if c.learner.optimizer != "adam" and not caps.rmsprop:
+        raise ConfigError(f"optimizer: {name} steps with Adam only ({_have('rmsprop')} take 'rmsprop')")
     if c.learner.precision != "float32" and not caps.learner_precision:
         raise ConfigError(f"learner_precision: {name}'s losses run in float32 only ({_have('learner_precision')} "
                           "take 'bfloat16' or 'auto')")  # fmt: skip

@@ -90,7 +90,7 @@ def a2c_plan(run: Run[A2CConfig, ActorCriticPolicy, None]) -> Plan:
 RECIPE: Recipe[A2CConfig, ActorCriticPolicy, None] = Recipe(
     name="a2c", config=A2CConfig, family="actor_critic", plan=a2c_plan, models=single_model("actor_critic"),
     workers=ActorCriticWorkers(a2c_loss), learner=ActorCriticLearner(a2c_loss, ActorCriticPolicy),
-    capabilities=Capabilities(recurrent=True, numpy_inference=True, learner_precision=True),
+    capabilities=Capabilities(recurrent=True, numpy_inference=True, learner_precision=True, rmsprop=True),
 )  # fmt: skip
 
 

@@ -141,7 +141,7 @@ def impala_plan(run: Run[IMPALAConfig, SequencePolicy, None]) -> Plan:
 
 
 VTRACE_CAPABILITIES = Capabilities(
-    recurrent=True, numpy_inference=True, learner_precision=True, vector_env=False,
+    recurrent=True, numpy_inference=True, learner_precision=True, rmsprop=True, vector_env=False,
     vector_env_reason="V-trace takes fixed-length sequences, and a vector env's autoreset steps would be holes in them",
 )  # fmt: skip
 

@@ -137,7 +137,7 @@ def ppo_plan(run: Run[PPOConfig, ActorCriticPolicy, None]) -> Plan:
 RECIPE: Recipe[PPOConfig, ActorCriticPolicy, None] = Recipe(
     name="ppo", config=PPOConfig, family="actor_critic", plan=ppo_plan, models=single_model("actor_critic"),
     workers=ActorCriticWorkers(ppo_loss), learner=ActorCriticLearner(ppo_loss, ActorCriticPolicy),
-    capabilities=Capabilities(recurrent=True, numpy_inference=True, learner_precision=True),
+    capabilities=Capabilities(recurrent=True, numpy_inference=True, learner_precision=True, rmsprop=True),
     live_fields=("clip_param", "vf_clip_param", "vf_loss_coeff", "entropy_coeff", "num_epochs", "minibatch_size",
                  "train_batch_size"),
 )  # fmt: skip

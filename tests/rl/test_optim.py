@@ -1,4 +1,4 @@
-"""Our Adam against torch.optim.Adam, step by step."""
+"""Our Adam and RMSprop against torch.optim's, step by step."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 import torch
 
-from asyncflow.rl.learners.optim import Adam, UpdateGuard
+from asyncflow.rl.learners.optim import Adam, RMSprop, UpdateGuard
 
 
 def _nets() -> tuple[torch.nn.Module, torch.nn.Module]:
@@ -40,6 +40,24 @@ def test_adam_matches_torch() -> None:
         _step_each(((model, ours), (twin, theirs)), x)
     _assert_same_weights(model.parameters(), twin.parameters())
     assert (model[0].weight - start).abs().max() > 1e-3  # the weights really moved
+
+
+@pytest.mark.parametrize("flat", [True, False], ids=["flat buffer", "per tensor"])
+def test_rmsprop_matches_torch(flat: bool) -> None:
+    model, twin = _nets()
+    ours = RMSprop(model.parameters(), lr=7e-4)
+    theirs = torch.optim.RMSprop(twin.parameters(), lr=7e-4, alpha=0.99, eps=1e-5)
+    x = torch.randn(64, 4)
+    start = model[0].weight.detach().clone()
+    if not flat:  # parameters moved out of the optimizer's buffer: the per-tensor path
+        vector = torch.nn.utils.parameters_to_vector(model.parameters()).detach()
+        torch.nn.utils.vector_to_parameters(vector.clone(), model.parameters())
+    for _ in range(25):
+        _step_each(((model, ours), (twin, theirs)), x)
+        assert (ours.flat_grad() is not None) == flat or ours.params[0].grad is None
+    _assert_same_weights(model.parameters(), twin.parameters())
+    assert (model[0].weight - start).abs().max() > 1e-3
+    assert all(torch.all(m == 0) for m in ours.exp_avg)  # its one moment is exp_avg_sq
 
 
 def test_adam_steps_one_flat_buffer_that_the_module_sees() -> None:

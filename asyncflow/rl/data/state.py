@@ -1,7 +1,7 @@
 """Capturing and restoring the state of learners and workers, for checkpoints.
 
 ``get_state(obj)`` walks an object's attributes and keeps what training
-changes: torch modules (their ``state_dict``), our Adam optimizers, loose
+changes: torch modules (their ``state_dict``), our Adam and RMSprop optimizers, loose
 tensors (SAC's temperature), torch and numpy random generators, and plain
 numbers. ``set_state`` puts them back into an object built the same way.
 Configs, loss functions and spaces are not state: the restored object gets
@@ -47,11 +47,11 @@ def _torch_state(value: Any) -> tuple[str, Any] | None:
     import torch
     from torch import nn
 
-    from ..learners.optim import Adam
+    from ..learners.optim import FlatOptimizer
 
     if isinstance(value, nn.Module):
         return "module", _to_cpu(value.state_dict())
-    if isinstance(value, Adam):
+    if isinstance(value, FlatOptimizer):  # Adam or RMSprop: the same state ("adam" for old checkpoints)
         return "adam", _to_cpu(value.state_dict())
     if isinstance(value, torch.Tensor):
         return "tensor", _to_cpu(value)

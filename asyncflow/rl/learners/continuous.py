@@ -23,7 +23,7 @@ from ..models.nets import seeded
 from ..policies.continuous import box_space, build_continuous_model
 from ..policy import FlatWeights, flat_weights
 from .device import resolve_device, to_tensors
-from .optim import Adam, UpdateGuard
+from .optim import Adam, FlatOptimizer, UpdateGuard
 
 __all__ = ["ContinuousLearner", "batch_tensors", "guarded_step", "set_requires_grad"]
 
@@ -42,7 +42,7 @@ def set_requires_grad(params: list[nn.Parameter], flag: bool) -> None:
 
 
 def guarded_step(
-    guard: UpdateGuard, optimizer: Adam, loss: torch.Tensor, params: list[nn.Parameter], max_norm: float | None
+    guard: UpdateGuard, optimizer: FlatOptimizer, loss: torch.Tensor, params: list[nn.Parameter], max_norm: float | None
 ) -> bool:
     """Backward, clip the gradients to ``max_norm`` (None: no clipping), then step unless the
     loss or gradient is not finite; whether it stepped."""

@@ -1,4 +1,4 @@
-"""Adam (Kingma and Ba, 2015) in a few tensor operations, on one flat buffer.
+"""Adam (Kingma and Ba, 2015) and RMSprop in a few tensor operations, on one flat buffer.
 
 Why not ``torch.optim.Adam``: the first torch optimizer a process builds
 imports ``torch._dynamo`` (about 800 modules, 1.6-2.9 s on the 2-core dev VM),
@@ -30,19 +30,21 @@ import torch
 
 from ...errors import NonFiniteError
 
-__all__ = ["Adam", "UpdateGuard"]
+__all__ = ["OPTIMIZERS", "Adam", "FlatOptimizer", "RMSprop", "UpdateGuard", "make_optimizer"]
 
 
-class Adam:
-    def __init__(
-        self,
-        params: Iterable[torch.nn.Parameter],
-        lr: float,
-        betas: tuple[float, float] = (0.9, 0.999),
-        eps: float = 1e-8,
-    ) -> None:
+class FlatOptimizer:
+    """What ``Adam`` and ``RMSprop`` share: the parameters in one flat buffer (the module
+    docstring), two moment buffers shaped like it (``exp_avg``, ``exp_avg_sq``, views per
+    parameter), the step count and the learning rate, which a schedule or ``change_config``
+    sets between steps. A subclass says how one step moves the parameters."""
+
+    name = "adam"
+    """The ``learner.optimizer`` that builds it."""
+
+    def __init__(self, params: Iterable[torch.nn.Parameter], lr: float, eps: float) -> None:
         self.params = list(params)
-        self.lr, self.betas, self.eps = lr, betas, eps
+        self.lr, self.eps = lr, eps
         self.steps = 0
         self._flat = _flatten(self.params)
         """Every parameter's storage, or None: the per-tensor path."""
@@ -78,30 +80,19 @@ class Adam:
         if flat_grad is None:
             flat_grad = self.flat_grad()
         self.steps += 1
-        beta1, beta2 = self.betas
-        step_size = self.lr / (1 - beta1**self.steps)
-        correction2 = math.sqrt(1 - beta2**self.steps)
         if flat_grad is not None and self._flat is not None:
-            self._m.lerp_(flat_grad, 1 - beta1)  # as torch's Adam: m + (1 - beta1) (g - m)
-            self._v.mul_(beta2).addcmul_(flat_grad, flat_grad, value=1 - beta2)
-            denom = self._v.sqrt().div_(correction2).add_(self.eps)
-            self._flat.addcdiv_(self._m, denom, value=-step_size)
+            self._step([self._flat], [flat_grad], [self._m], [self._v])
             return
         live = [i for i, p in enumerate(self.params) if p.grad is not None]
         params: list[torch.Tensor] = [self.params[i] for i in live]
         grads: list[torch.Tensor] = [p.grad for p in params]  # type: ignore[misc]
-        m = [self.exp_avg[i] for i in live]
-        v = [self.exp_avg_sq[i] for i in live]
-        # One call per operation for all tensors (torch's "foreach" ops): the
-        # per-tensor Python loop cost more than the arithmetic.
-        torch._foreach_mul_(m, beta1)
-        torch._foreach_add_(m, grads, alpha=1 - beta1)
-        torch._foreach_mul_(v, beta2)
-        torch._foreach_addcmul_(v, grads, grads, value=1 - beta2)
-        denoms = torch._foreach_sqrt(v)
-        torch._foreach_div_(denoms, correction2)
-        torch._foreach_add_(denoms, self.eps)
-        torch._foreach_addcdiv_(params, m, denoms, value=-step_size)
+        self._step(params, grads, [self.exp_avg[i] for i in live], [self.exp_avg_sq[i] for i in live])
+
+    def _step(self, params: list[torch.Tensor], grads: list[torch.Tensor], m: list[torch.Tensor],
+              v: list[torch.Tensor]) -> None:  # fmt: skip
+        """Move ``params`` by ``grads`` with the moments ``m`` and ``v`` (lists of tensors:
+        the one flat buffer, or the parameters one by one)."""
+        raise NotImplementedError
 
     def state_dict(self) -> dict[str, Any]:
         return {"steps": self.steps, "exp_avg": self.exp_avg, "exp_avg_sq": self.exp_avg_sq, "lr": self.lr}
@@ -111,6 +102,70 @@ class Adam:
         for mine, theirs in ((self.exp_avg, state["exp_avg"]), (self.exp_avg_sq, state["exp_avg_sq"])):
             for a, b in zip(mine, theirs, strict=True):
                 a.copy_(torch.as_tensor(b))
+
+
+class Adam(FlatOptimizer):
+    """Adam without weight decay or amsgrad, as torch's."""
+
+    def __init__(
+        self,
+        params: Iterable[torch.nn.Parameter],
+        lr: float,
+        betas: tuple[float, float] = (0.9, 0.999),
+        eps: float = 1e-8,
+    ) -> None:
+        super().__init__(params, lr, eps)
+        self.betas = betas
+
+    def _step(self, params: list[torch.Tensor], grads: list[torch.Tensor], m: list[torch.Tensor],
+              v: list[torch.Tensor]) -> None:  # fmt: skip
+        beta1, beta2 = self.betas
+        step_size = self.lr / (1 - beta1**self.steps)
+        correction2 = math.sqrt(1 - beta2**self.steps)
+        # One call per operation for all tensors (torch's "foreach" ops): the
+        # per-tensor Python loop cost more than the arithmetic.
+        torch._foreach_lerp_(m, grads, 1 - beta1)  # as torch's Adam: m + (1 - beta1) (g - m)
+        torch._foreach_mul_(v, beta2)
+        torch._foreach_addcmul_(v, grads, grads, value=1 - beta2)
+        denoms = torch._foreach_sqrt(v)
+        torch._foreach_div_(denoms, correction2)
+        torch._foreach_add_(denoms, self.eps)
+        torch._foreach_addcdiv_(params, m, denoms, value=-step_size)
+
+
+class RMSprop(FlatOptimizer):
+    """RMSprop as torch's (``eps`` outside the square root; no momentum, centering or weight
+    decay): ``v = alpha v + (1 - alpha) g^2``, ``p -= lr g / (sqrt(v) + eps)``. Its one moment
+    is ``exp_avg_sq``; ``exp_avg`` stays zero. Stable-Baselines3's A2C steps with it
+    (``alpha=0.99, eps=1e-5``), and so does the A2C of rl-baselines3-zoo's tuned settings."""
+
+    name = "rmsprop"
+
+    def __init__(self, params: Iterable[torch.nn.Parameter], lr: float, alpha: float = 0.99, eps: float = 1e-5) -> None:
+        super().__init__(params, lr, eps)
+        self.alpha = alpha
+
+    def _step(self, params: list[torch.Tensor], grads: list[torch.Tensor], m: list[torch.Tensor],
+              v: list[torch.Tensor]) -> None:  # fmt: skip
+        torch._foreach_mul_(v, self.alpha)
+        torch._foreach_addcmul_(v, grads, grads, value=1 - self.alpha)
+        denoms = torch._foreach_sqrt(v)
+        torch._foreach_add_(denoms, self.eps)
+        torch._foreach_addcdiv_(params, grads, denoms, value=-self.lr)
+
+
+OPTIMIZERS: dict[str, type[FlatOptimizer]] = {"adam": Adam, "rmsprop": RMSprop}
+"""``learner.optimizer``'s values."""
+
+
+def make_optimizer(kind: str, params: Iterable[torch.nn.Parameter], lr: float, adam_eps: float = 1e-8) -> FlatOptimizer:
+    """``learner.optimizer``'s optimizer over ``params``: Adam with ``adam_eps``, or RMSprop
+    with torch's ``alpha`` and Stable-Baselines3's ``eps`` (0.99 and 1e-5)."""
+    if kind == "adam":
+        return Adam(params, lr=lr, eps=adam_eps)
+    if kind == "rmsprop":
+        return RMSprop(params, lr=lr)
+    raise ValueError(f"optimizer: expected one of {sorted(OPTIMIZERS)}, got {kind!r}")
 
 
 def _flatten(params: list[torch.nn.Parameter]) -> torch.Tensor | None:
@@ -164,7 +219,7 @@ class UpdateGuard:
 
     def step(
         self,
-        optimizer: Adam,
+        optimizer: FlatOptimizer,
         loss: torch.Tensor | None,
         params: list[torch.nn.Parameter],
         max_norm: float | None = None,

@@ -27,7 +27,7 @@ from ..data.sample_batch import OBS, SampleBatch
 from ..data.tree import Tree, tree_map
 from ..envs.action_mask import has_action_mask, masked
 from ..learners.device import resolve_device, to_numpy, to_tensors
-from ..learners.optim import Adam, UpdateGuard
+from ..learners.optim import FlatOptimizer, UpdateGuard, make_optimizer
 from ..learners.precision import autocast, resolve_precision, to_float32
 from ..models import ActionDistribution, ActionHead, ModelSpec, build_model
 from ..models.nets import seeded
@@ -93,6 +93,7 @@ class ActorCriticPolicy:
         device: str | torch.device = "cpu",
         max_nonfinite_updates: int = 10,
         precision: str = "float32",
+        optimizer: str = "adam",
     ) -> None:
         self.device = resolve_device(device) if isinstance(device, str) else device
         self.autocast_dtype = resolve_precision(precision, self.device)
@@ -105,7 +106,9 @@ class ActorCriticPolicy:
         self._params = list(self.model.parameters())
         self.guard = UpdateGuard(max_nonfinite_updates, type(self).__name__)
         self.lr = lr
-        self._optimizer: Adam | None = None
+        self.optimizer_kind = optimizer
+        """``learner.optimizer``: "adam" (eps 1e-5) or "rmsprop" (``optim.make_optimizer``)."""
+        self._optimizer: FlatOptimizer | None = None
         self.max_grad_norm = max_grad_norm
         self.loss = loss
         self.loss_config = loss_config
@@ -123,10 +126,10 @@ class ActorCriticPolicy:
         return ActorCritic(model, self.action_space, self.masked)
 
     @property
-    def optimizer(self) -> Adam:
+    def optimizer(self) -> FlatOptimizer:
         """Built on first use: a sampling-only worker never needs one."""
         if self._optimizer is None:
-            self._optimizer = Adam(self.model.parameters(), lr=self.lr, eps=1e-5)
+            self._optimizer = make_optimizer(self.optimizer_kind, self.model.parameters(), self.lr, adam_eps=1e-5)
         return self._optimizer
 
     def tensors(self, obs: Tree) -> Tree:
