@@ -22,6 +22,7 @@ from typing import Any
 import gymnasium as gym
 import torch
 
+from ..errors import ConfigError
 from ..rl.data.replay_buffer import ReplayBuffer
 from ..rl.data.sample_batch import SampleBatch
 from ..rl.learners.continuous import ContinuousLearner, batch_tensors
@@ -120,7 +121,18 @@ class TD3Config(ReplayConfig):
     target_noise_clip: float = field(default=0.5, min=0)
     """Bound of that noise."""
     exploration_noise: float = field(default=0.1, min=0)
-    """Std of the Gaussian noise the workers add (normalized units)."""
+    """Std of the noise the workers add (normalized units): the Gaussian's, or the
+    Ornstein-Uhlenbeck process's sigma."""
+    exploration_noise_type: str = "gaussian"
+    """``"gaussian"`` (independent at each step) or ``"ou"`` (Ornstein-Uhlenbeck: correlated in
+    time, theta 0.15, dt 0.01, from 0 at each episode; ``DeterministicPolicy``)."""
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.exploration_noise_type not in ("gaussian", "ou"):
+            raise ConfigError(
+                f"exploration_noise_type: expected 'gaussian' or 'ou', got {self.exploration_noise_type!r}"
+            )
 
 
 @algorithm_config(defaults={"twin_q": False, "policy_delay": 1, "target_noise": 0.0})
@@ -133,7 +145,8 @@ def td3_workers(config: TD3Config, spaces: Spaces) -> Workers:
     c = config
     policy = functools.partial(DeterministicPolicy, model=c.model, hidden=c.vector_hidden,
                                random_steps=c.learning_starts // max(c.rollouts.num_workers, 1),
-                               exploration_noise=c.exploration_noise, num_q=2 if c.twin_q else 1,
+                               exploration_noise=c.exploration_noise, noise_type=c.exploration_noise_type,
+                               num_q=2 if c.twin_q else 1,
                                device=c.rollouts.device)  # fmt: skip
     return Workers(policy, "transitions", n_step=c.n_step)  # type: ignore[arg-type]
 

@@ -174,18 +174,44 @@ class SquashedGaussianPolicy(_BoxPolicy):
 
 
 class DeterministicPolicy(_BoxPolicy):
-    """DDPG's and TD3's worker policy: the actor's action plus Gaussian noise."""
+    """DDPG's and TD3's worker policy: the actor's action plus exploration noise, Gaussian
+    (independent at each step, std ``exploration_noise``) or Ornstein-Uhlenbeck (``"ou"``:
+    correlated in time within an episode, ``x += theta (0 - x) dt + sigma sqrt(dt) N(0, 1)``
+    with ``sigma = exploration_noise``, ``theta = 0.15``, ``dt = 0.01``, as Stable-Baselines3's
+    ``OrnsteinUhlenbeckActionNoise`` and the DDPG paper; each env's process starts from 0 at
+    each episode)."""
 
     gaussian = False
+    OU_THETA, OU_DT = 0.15, 1e-2
 
-    def __init__(self, *args: Any, exploration_noise: float = 0.1, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, exploration_noise: float = 0.1, noise_type: str = "gaussian", **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.noise = exploration_noise
+        self.noise_type = noise_type
+        self.ou: torch.Tensor | None = None
+        """Each env's Ornstein-Uhlenbeck process, (envs, action size); None: all at 0."""
 
     def _act(self, obs: Tree) -> torch.Tensor:
         a = torch.tanh(self.actor(obs))
         noise = torch.randn(a.shape, generator=self.generator, device=self.device)
+        if self.noise_type == "ou":
+            x = self.ou if self.ou is not None and self.ou.shape == a.shape else torch.zeros_like(a)
+            self.ou = x + self.OU_THETA * (0 - x) * self.OU_DT + self.noise * self.OU_DT**0.5 * noise
+            return (a + self.ou).clamp(-1, 1)
         return (a + self.noise * noise).clamp(-1, 1)
+
+    def episodes_ended(self, lanes: Sequence[int]) -> None:
+        """Those envs' noise starts again from 0 (``StatefulPolicy``)."""
+        if self.ou is not None:
+            self.ou[list(lanes)] = 0.0
+
+    def take_columns(self) -> dict[str, np.ndarray]:
+        """No per-step columns: the noise is the worker's alone."""
+        return {}
+
+    def reset_state(self) -> None:
+        """Every env's noise from 0."""
+        self.ou = None
 
     @torch.no_grad()
     def greedy_actions(self, obs: Tree) -> np.ndarray:
