@@ -7,14 +7,16 @@ update operator.
 
 Where each part lives: acting with a squashed Gaussian (``SquashedGaussianPolicy``,
 ``rl/policies/continuous.py``); the twin-critic, actor and temperature steps and the soft target update
-(``SACLearner.learn_on_batch`` below, on ``rl/learners/continuous.py``); replay and the plan (``_off_policy.py``).
+(``SACLearner.learn_on_batch`` below, on ``rl/learners/continuous.py``); replay and the plan (``_off_policy.py``);
+gSDE's actor (``SDEActor``, ``rl/models/builtin.py``) and its noise (``sde_noise_matrices``, ``sde_sample``,
+``rl/policies/continuous.py``).
 """
 
 from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import gymnasium as gym
@@ -28,7 +30,7 @@ from ..rl.learners.device import to_numpy
 from ..rl.learners.optim import Adam
 from ..rl.models import ModelSpec
 from ..rl.models.nets import polyak_update
-from ..rl.policies.continuous import SquashedGaussianPolicy, squashed_gaussian
+from ..rl.policies.continuous import SquashedGaussianPolicy, sde_noise_matrices, sde_sample, squashed_gaussian
 from ..rl.policy import ReplayUpdate
 from ..session import Algorithm
 from ._config import algorithm_config, field
@@ -60,10 +62,18 @@ class SACLearner(ContinuousLearner):
         max_grad_norm: float | None = None,
         cql_weight: float = 0.0,
         cql_samples: int = 10,
+        learn_alpha: bool = True,
+        sde: bool = False,
+        log_std_init: float = -3.0,
     ) -> None:
         super().__init__(observation_space, action_space, model=model, hidden=hidden, gaussian=True, num_q=2,
                          actor_lr=actor_lr, critic_lr=critic_lr, tau=tau, seed=seed, device=device,
-                         max_nonfinite_updates=max_nonfinite_updates, max_grad_norm=max_grad_norm)  # fmt: skip
+                         max_nonfinite_updates=max_nonfinite_updates, max_grad_norm=max_grad_norm, sde=sde,
+                         log_std_init=log_std_init)  # fmt: skip
+        self.learn_alpha = learn_alpha
+        """False: the temperature stays at ``initial_alpha`` (Stable-Baselines3's fixed ``ent_coef``)."""
+        self.sde = sde
+        """gSDE (``SDEActor``): each step draws one noise matrix for its batch, as SB3's SAC does."""
         self.log_alpha = torch.tensor(math.log(initial_alpha), device=self.device, requires_grad=True)
         self._actor_loss = self._entropy = 0.0
         self.target_entropy = -float(self.act_dim) if target_entropy is None else target_entropy
@@ -79,8 +89,9 @@ class SACLearner(ContinuousLearner):
         """One critic, actor and temperature step: its stats and TD errors (only the stats when skipped)."""
         obs, actions, rewards, next_obs, discounts, w = batch_tensors(batch, self.device)
         alpha = self.log_alpha.detach().exp()
+        sample = self._sampler()
         with torch.no_grad():
-            next_actions, next_logp = squashed_gaussian(self.actor(next_obs), generator=self.generator)
+            next_actions, next_logp = sample(next_obs)
             t = self.target(next_obs, next_actions)
             targets = rewards + discounts * (torch.min(t[:, 0], t[:, 1]) - alpha * next_logp)
         conservative = None
@@ -93,13 +104,14 @@ class SACLearner(ContinuousLearner):
 
         def actor_loss() -> torch.Tensor:
             nonlocal logp
-            new_actions, logp = squashed_gaussian(self.actor(obs), generator=self.generator)
+            new_actions, logp = sample(obs)
             q_pi: torch.Tensor = self.critic(obs, new_actions)
             return (alpha * logp - torch.min(q_pi[:, 0], q_pi[:, 1])).mean()
 
         loss = self._actor_step(actor_loss)
         if loss is not None:
             self._actor_loss, self._entropy = float(loss.detach()), float(-logp.detach().mean())
+        if loss is not None and self.learn_alpha:
             alpha_loss = -(self.log_alpha * (logp.detach() + self.target_entropy)).mean()
             guarded_step(self.guard, self.alpha_opt, alpha_loss, [self.log_alpha], self.max_grad_norm)  # type: ignore[list-item]
         polyak_update(self.target, self.critic, self.tau)
@@ -115,6 +127,14 @@ class SACLearner(ContinuousLearner):
         if self.cql_weight:
             stats["cql_gap"] = self._cql_gap
         return ReplayUpdate(stats, to_numpy((q1 - targets).abs()))
+
+    def _sampler(self) -> Callable[[Any], tuple[torch.Tensor, torch.Tensor]]:
+        """``obs -> (squashed actions, log-probs)`` for this step: independent Gaussian noise, or
+        gSDE's with one matrix drawn for the step (its draw trains ``log_std``)."""
+        if not self.sde:
+            return lambda obs: squashed_gaussian(self.actor(obs), generator=self.generator)
+        matrices = sde_noise_matrices(self.actor, 1, self.generator)
+        return lambda obs: sde_sample(self.actor, obs, matrices)
 
     def _conservative(self, obs: Any, next_obs: Any, q: torch.Tensor) -> torch.Tensor:
         """CQL(H)'s term for every critic (the docstring of ``cql_weight``), summed."""
@@ -152,6 +172,17 @@ class SACConfig(ReplayConfig):
     """Starting entropy temperature."""
     target_entropy: float | None = None
     """Entropy the temperature aims for (None: minus the action dimension)."""
+    learn_alpha: bool = True
+    """Tune the temperature toward ``target_entropy``; False: it stays at ``initial_alpha``
+    (Stable-Baselines3's ``ent_coef`` as a number)."""
+    use_sde: bool = False
+    """Generalized state-dependent exploration (gSDE; Raffin et al. 2022): the noise is the last
+    hidden layer's features times a matrix each env keeps for ``sde_sample_freq`` steps, so it is
+    smooth in time and state (the built-in model only; ``SDEActor``)."""
+    sde_sample_freq: int = field(default=16, min=1)
+    """With ``use_sde``: env steps each env keeps its noise matrix."""
+    log_std_init: float = field(default=-3.0, min=-20.0, max=2.0)
+    """With ``use_sde``: the initial log-std of the noise matrix's entries."""
 
 
 def sac_workers(config: SACConfig, spaces: Spaces) -> Workers:
@@ -159,7 +190,8 @@ def sac_workers(config: SACConfig, spaces: Spaces) -> Workers:
     c = config
     random_steps = c.learning_starts // max(c.rollouts.num_workers, 1)
     policy = functools.partial(SquashedGaussianPolicy, model=c.model, hidden=c.vector_hidden, random_steps=random_steps,
-                               device=c.rollouts.device)  # fmt: skip
+                               device=c.rollouts.device, sde_sample_freq=c.sde_sample_freq if c.use_sde else None,
+                               log_std_init=c.log_std_init)  # fmt: skip
     return Workers(policy, "transitions", n_step=c.n_step)  # type: ignore[arg-type]
 
 
@@ -169,13 +201,15 @@ def sac_learner(config: SACConfig, spaces: Spaces) -> SACLearner:
     return SACLearner(spaces.observation, spaces.action, model=c.model, device=part.device,
                       max_nonfinite_updates=part.max_nonfinite_updates, hidden=c.vector_hidden, actor_lr=part.lr,
                       critic_lr=part.lr, alpha_lr=part.lr, initial_alpha=c.initial_alpha,
-                      target_entropy=c.target_entropy, tau=c.tau, seed=c.seed,
-                      max_grad_norm=part.max_grad_norm)  # fmt: skip
+                      target_entropy=c.target_entropy, tau=c.tau, seed=c.seed, learn_alpha=c.learn_alpha,
+                      sde=c.use_sde, log_std_init=c.log_std_init, max_grad_norm=part.max_grad_norm)  # fmt: skip
 
 
 RECIPE: Recipe[SACConfig, SACLearner, ReplayBuffer] = Recipe(
     name="sac", config=SACConfig, family="continuous", plan=replay_plan, workers=sac_workers, learner=sac_learner,
-    models=single_model("continuous", gaussian=True, num_q=2), resources=REPLAY_BUFFER,
+    models=single_model("continuous", gaussian=True, num_q=2, sde=lambda c: c.use_sde,
+                        log_std_init=lambda c: c.log_std_init),
+    resources=REPLAY_BUFFER,
 )  # fmt: skip
 
 

@@ -71,15 +71,17 @@ class ContinuousLearner:
         device: str | torch.device,
         max_nonfinite_updates: int,
         max_grad_norm: float | None,
+        sde: bool = False,
+        log_std_init: float = -3.0,
     ) -> None:
         box = box_space(action_space)
         self.device = resolve_device(device) if isinstance(device, str) else device
         self.act_dim = int(np.prod(box.shape))
         self.num_q = num_q
         with seeded(seed):
-            self.model = build_continuous_model(model, observation_space, action_space, hidden, gaussian, num_q).to(
-                self.device
-            )
+            self.model = build_continuous_model(
+                model, observation_space, action_space, hidden, gaussian, num_q, sde=sde, log_std_init=log_std_init
+            ).to(self.device)
         self.generator = torch.Generator(device=self.device).manual_seed(seed)
         self.target = copy.deepcopy(self.critic).requires_grad_(False)
         self.actor_opt = Adam(self.actor.parameters(), lr=actor_lr)

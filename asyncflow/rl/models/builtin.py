@@ -141,6 +141,41 @@ class _Actor(nn.Module):
         return self.net(self.encoder(obs))  # type: ignore[no-any-return]
 
 
+class SDEActor(nn.Module):
+    """A Gaussian actor for generalized state-dependent exploration (gSDE; Raffin et al. 2022).
+
+    The noise is a function of the state: ``latent(s) @ W``, ``latent`` the last hidden layer's
+    features (detached: the noise does not train them) and ``W`` a ``(features, d)`` matrix drawn
+    from ``N(0, exp(log_std)^2)``, which the workers keep for a number of steps, so that the
+    exploration is smooth in time and in the state. Given the state, the action is Gaussian with
+    variance ``latent(s)^2 @ exp(log_std)^2`` (+1e-6). ``forward`` keeps the continuous protocol
+    (``(B, 2d)``: the mean, clipped to [-2, 2] as Stable-Baselines3's, and the log of that std);
+    ``with_latent`` adds the features that draw the noise."""
+
+    def __init__(
+        self, space: gym.Space[Any], config: ModelConfig, sizes: Sequence[int], act_dim: int, log_std_init: float
+    ) -> None:
+        super().__init__()
+        if not sizes:
+            raise ValueError("gSDE needs at least one hidden layer (its features draw the noise)")
+        activation = ACTIVATIONS[config.activation or "relu"]
+        self.encoder = build_encoder(space, kind=config.encoder, cnn_filters=config.cnn_filters)
+        self.torso = _torso([self.encoder.out_dim, *sizes], activation)
+        self.mean = mlp([sizes[-1], act_dim], out_gain=0.01)
+        self.log_std = nn.Parameter(torch.full((sizes[-1], act_dim), float(log_std_init)))
+
+    def with_latent(self, obs: Any) -> tuple[torch.Tensor, torch.Tensor]:
+        """``((B, 2d) means and log-stds, (B, features) detached latent features)``."""
+        latent = self.torso(self.encoder(obs))
+        mean = self.mean(latent).clamp(-2.0, 2.0)
+        features = latent.detach()
+        variance = features.pow(2) @ self.log_std.exp().pow(2)
+        return torch.cat([mean, 0.5 * (variance + 1e-6).log()], -1), features
+
+    def forward(self, obs: Any) -> torch.Tensor:
+        return self.with_latent(obs)[0]
+
+
 class _Critic(nn.Module):
     def __init__(
         self, space: gym.Space[Any], config: ModelConfig, sizes: Sequence[int], act_dim: int, num_q: int
@@ -171,9 +206,15 @@ class ContinuousNet(nn.Module):
         hidden: Sequence[int] = (256, 256),
         gaussian: bool = True,
         num_q: int = 2,
+        sde: bool = False,
+        log_std_init: float = -3.0,
     ) -> None:
         super().__init__()
         sizes = _hidden(config, observation_space, hidden)
         act_dim = int(np.prod(action_space.shape))
-        self.actor = _Actor(observation_space, config, sizes, 2 * act_dim if gaussian else act_dim)
+        self.actor: nn.Module
+        if sde:
+            self.actor = SDEActor(observation_space, config, sizes, act_dim, log_std_init)
+        else:
+            self.actor = _Actor(observation_space, config, sizes, 2 * act_dim if gaussian else act_dim)
         self.critic = _Critic(observation_space, config, sizes, act_dim, num_q)

@@ -46,6 +46,8 @@ def build_model(
     dueling: bool = True,
     gaussian: bool = True,
     num_q: int = 2,
+    sde: bool = False,
+    log_std_init: float = -3.0,
 ) -> nn.Module:
     """The model ``spec`` describes. The keyword arguments shape the built-in models only;
     a user's class or factory is called as ``spec(observation_space, action_space)``.
@@ -54,7 +56,9 @@ def build_model(
     model built in the driver (to check a config) leaves the process's randomness alone.
     Seed it around the call for given weights (``nets.seeded``)."""
     with torch.random.fork_rng(devices=[]):
-        return _build(spec, observation_space, action_space, family, hidden, dueling, gaussian, num_q)
+        return _build(
+            spec, observation_space, action_space, family, hidden, dueling, gaussian, num_q, sde, log_std_init
+        )
 
 
 def _build(
@@ -66,6 +70,8 @@ def _build(
     dueling: bool,
     gaussian: bool,
     num_q: int,
+    sde: bool,
+    log_std_init: float,
 ) -> nn.Module:
     if isinstance(spec, ModelConfig) and spec.custom is not None:
         spec = spec.custom
@@ -75,7 +81,11 @@ def _build(
             return ActorCriticNet(observation_space, action_space, config, hidden)
         if family == "q":
             return QNet(observation_space, action_space, config, hidden, dueling)  # type: ignore[arg-type]
-        return ContinuousNet(observation_space, action_space, config, hidden, gaussian, num_q)  # type: ignore[arg-type]
+        return ContinuousNet(observation_space, action_space, config, hidden, gaussian, num_q,  # type: ignore[arg-type]
+                             sde, log_std_init)  # fmt: skip
+    if sde:
+        raise ConfigError(f"use_sde: gSDE takes the built-in model (its features draw the noise), not "
+                          f"{model_name(spec)}")  # fmt: skip
     try:
         model = spec(observation_space, action_space)
     except Exception as exc:

@@ -36,6 +36,7 @@ from ...errors import ConfigError
 from ..data.tree import Tree, tree_len
 from ..learners.device import resolve_device, to_tensors
 from ..models import ModelSpec, build_model
+from ..models.builtin import SDEActor
 from ..models.nets import seeded
 from ..policy import FlatWeights, flat_weights, load_flat_weights
 
@@ -44,6 +45,8 @@ __all__ = [
     "SquashedGaussianPolicy",
     "box_space",
     "build_continuous_model",
+    "sde_noise_matrices",
+    "sde_sample",
     "squashed_gaussian",
 ]
 
@@ -59,14 +62,23 @@ def box_space(action_space: gym.Space[Any]) -> gym.spaces.Box:
 
 
 def squashed_gaussian(
-    params: torch.Tensor, deterministic: bool = False, generator: torch.Generator | None = None
+    params: torch.Tensor,
+    deterministic: bool = False,
+    generator: torch.Generator | None = None,
+    noise: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Actions in [-1, 1] from ``(B, 2d)`` means and log-stds (reparameterized, so gradients
-    flow) and their log-probabilities; the noise is drawn from ``generator``."""
+    flow) and their log-probabilities; the noise is drawn from ``generator``, or given
+    (``noise``: the deviation from the mean, gSDE's ``latent @ W``)."""
     mean, log_std = params.chunk(2, dim=-1)
     log_std = log_std.clamp(LOG_STD_MIN, LOG_STD_MAX)
     std = log_std.exp()
-    u = mean if deterministic else mean + std * torch.randn(mean.shape, generator=generator, device=mean.device)
+    if deterministic:
+        u = mean
+    elif noise is not None:
+        u = mean + noise
+    else:
+        u = mean + std * torch.randn(mean.shape, generator=generator, device=mean.device)
     gaussian_logp = (-0.5 * ((u - mean) / std) ** 2 - log_std - 0.5 * math.log(2 * math.pi)).sum(-1)
     # log |d tanh(u)/du| = log(1 - tanh(u)^2) = 2 (log 2 - u - softplus(-2u)), stable for large |u|.
     correction = (2 * (math.log(2) - u - nn.functional.softplus(-2 * u))).sum(-1)
@@ -80,9 +92,28 @@ def build_continuous_model(
     hidden: Sequence[int],
     gaussian: bool,
     num_q: int,
+    sde: bool = False,
+    log_std_init: float = -3.0,
 ) -> nn.Module:
     return build_model(spec, observation_space, action_space, "continuous", hidden=hidden, gaussian=gaussian,
-                       num_q=num_q)  # fmt: skip
+                       num_q=num_q, sde=sde, log_std_init=log_std_init)  # fmt: skip
+
+
+def sde_noise_matrices(actor: nn.Module, n: int, generator: torch.Generator | None) -> torch.Tensor:
+    """``n`` draws of gSDE's ``(features, d)`` matrix from ``N(0, exp(log_std)^2)``, ``(n, features, d)``
+    (reparameterized: the learner's draw trains ``log_std``)."""
+    std = cast(SDEActor, actor).log_std.exp()
+    return std * torch.randn((n, *std.shape), generator=generator, device=std.device)
+
+
+def sde_sample(
+    actor: nn.Module, obs: Any, matrices: torch.Tensor, generator: torch.Generator | None = None
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """gSDE's squashed actions and log-probabilities at ``obs``: the noise ``latent @ W``, one
+    ``W`` (``matrices`` of shape (1, f, d)) for the whole batch or one per row ((B, f, d))."""
+    params, latent = cast(SDEActor, actor).with_latent(obs)
+    noise = (latent.unsqueeze(1) @ matrices).squeeze(1)
+    return squashed_gaussian(params, generator=generator, noise=noise)
 
 
 class _BoxPolicy:
@@ -116,9 +147,12 @@ class _BoxPolicy:
         self.generator = torch.Generator(device=self.device).manual_seed(seed)
         self.version = 0
         with seeded(seed):
-            self.model = build_continuous_model(
-                model, observation_space, action_space, hidden, self.gaussian, num_q
-            ).to(self.device)
+            self.model = self.build_model(model, observation_space, action_space, hidden, num_q).to(self.device)
+
+    def build_model(self, model: ModelSpec, observation_space: gym.Space[Any], action_space: gym.Space[Any],
+                    hidden: Sequence[int], num_q: int) -> nn.Module:  # fmt: skip
+        """The model whose actor acts here (its critic stays unused)."""
+        return build_continuous_model(model, observation_space, action_space, hidden, self.gaussian, num_q)
 
     @property
     def actor(self) -> nn.Module:
@@ -160,12 +194,36 @@ class _BoxPolicy:
 
 
 class SquashedGaussianPolicy(_BoxPolicy):
-    """SAC's worker policy: samples from the squashed Gaussian."""
+    """SAC's worker policy: samples from the squashed Gaussian, with noise independent at each
+    step, or with gSDE's (``sde_sample_freq``: each env keeps its noise matrix for that many
+    steps, then draws another; ``SDEActor``)."""
 
     gaussian = True
 
+    def __init__(self, *args: Any, sde_sample_freq: int | None = None, log_std_init: float = -3.0,
+                 **kwargs: Any) -> None:  # fmt: skip
+        self.sde_sample_freq = sde_sample_freq
+        self.log_std_init = log_std_init
+        super().__init__(*args, **kwargs)
+        self.noise: dict[str, torch.Tensor] = {}
+        """``"matrices"``: each env's gSDE matrix, (envs, features, d), drawn when missing (a
+        checkpoint does not keep it: a resumed run draws new ones)."""
+        self.matrix_steps = 0
+
+    def build_model(self, model: ModelSpec, observation_space: gym.Space[Any], action_space: gym.Space[Any],
+                    hidden: Sequence[int], num_q: int) -> nn.Module:  # fmt: skip
+        return build_continuous_model(model, observation_space, action_space, hidden, True, num_q,
+                                      sde=self.sde_sample_freq is not None, log_std_init=self.log_std_init)  # fmt: skip
+
     def _act(self, obs: Tree) -> torch.Tensor:
-        return squashed_gaussian(self.actor(obs), generator=self.generator)[0]
+        if self.sde_sample_freq is None:
+            return squashed_gaussian(self.actor(obs), generator=self.generator)[0]
+        n, matrices = tree_len(obs), self.noise.get("matrices")
+        if matrices is None or len(matrices) != n or self.matrix_steps >= self.sde_sample_freq:
+            matrices = self.noise["matrices"] = sde_noise_matrices(self.actor, n, self.generator)
+            self.matrix_steps = 0
+        self.matrix_steps += 1
+        return sde_sample(self.actor, obs, matrices)[0]
 
     @torch.no_grad()
     def greedy_actions(self, obs: Tree) -> np.ndarray:
@@ -186,24 +244,27 @@ class DeterministicPolicy(_BoxPolicy):
 
     def __init__(self, *args: Any, exploration_noise: float = 0.1, noise_type: str = "gaussian", **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.noise = exploration_noise
+        self.sigma = exploration_noise
         self.noise_type = noise_type
-        self.ou: torch.Tensor | None = None
-        """Each env's Ornstein-Uhlenbeck process, (envs, action size); None: all at 0."""
+        self.noise: dict[str, torch.Tensor] = {}
+        """``"ou"``: each env's Ornstein-Uhlenbeck process, (envs, action size); missing: all at 0
+        (a checkpoint does not keep it: a resumed run's processes start from 0)."""
 
     def _act(self, obs: Tree) -> torch.Tensor:
         a = torch.tanh(self.actor(obs))
         noise = torch.randn(a.shape, generator=self.generator, device=self.device)
         if self.noise_type == "ou":
-            x = self.ou if self.ou is not None and self.ou.shape == a.shape else torch.zeros_like(a)
-            self.ou = x + self.OU_THETA * (0 - x) * self.OU_DT + self.noise * self.OU_DT**0.5 * noise
-            return (a + self.ou).clamp(-1, 1)
-        return (a + self.noise * noise).clamp(-1, 1)
+            last = self.noise.get("ou")
+            x: torch.Tensor = last if last is not None and last.shape == a.shape else torch.zeros_like(a)
+            x = x + self.OU_THETA * (0 - x) * self.OU_DT + self.sigma * self.OU_DT**0.5 * noise
+            self.noise["ou"] = x
+            return (a + x).clamp(-1, 1)
+        return (a + self.sigma * noise).clamp(-1, 1)
 
     def episodes_ended(self, lanes: Sequence[int]) -> None:
         """Those envs' noise starts again from 0 (``StatefulPolicy``)."""
-        if self.ou is not None:
-            self.ou[list(lanes)] = 0.0
+        if (x := self.noise.get("ou")) is not None:
+            x[list(lanes)] = 0.0
 
     def take_columns(self) -> dict[str, np.ndarray]:
         """No per-step columns: the noise is the worker's alone."""
@@ -211,7 +272,7 @@ class DeterministicPolicy(_BoxPolicy):
 
     def reset_state(self) -> None:
         """Every env's noise from 0."""
-        self.ou = None
+        self.noise.clear()
 
     @torch.no_grad()
     def greedy_actions(self, obs: Tree) -> np.ndarray:
