@@ -66,17 +66,17 @@ def asyncflow_config(env: str, seed: int, precision: str | None = None) -> PPOCo
     return PPOConfig(**settings, env=env, seed=seed, sample_timeout_s=600.0)
 
 
-async def run_asyncflow(config: PPOConfig, seconds: float) -> list[dict[str, Any]]:
+async def run_asyncflow(config: PPOConfig, seconds: float, steps: float = float("inf")) -> list[dict[str, Any]]:
     rows: list[dict[str, Any]] = []
     async with PPO(config) as algo:
         async for result in algo.train():
             rows.append({k: result[k] for k in COLUMNS})
-            if result["time_total_s"] >= seconds:
+            if result["time_total_s"] >= seconds or result["num_env_steps_sampled"] >= steps:
                 break
     return rows
 
 
-def run_sb3(env: str, seconds: float, seed: int) -> list[dict[str, Any]]:
+def run_sb3(env: str, seconds: float, seed: int, steps: float = float("inf")) -> list[dict[str, Any]]:
     import torch
     from stable_baselines3 import PPO as SB3PPO
     from stable_baselines3.common.callbacks import BaseCallback
@@ -93,7 +93,7 @@ def run_sb3(env: str, seconds: float, seed: int) -> list[dict[str, Any]]:
         episodes = 0
 
         def _on_step(self) -> bool:
-            return time.perf_counter() - start < seconds
+            return time.perf_counter() - start < seconds and self.num_timesteps < steps
 
         def _on_rollout_end(self) -> None:
             for finished in self.training_env.env_method("take_games"):
