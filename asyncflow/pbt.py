@@ -12,7 +12,8 @@ from its range with probability ``resample_probability``, or else multiplied by 
 ``factors`` (kept inside the range). The member goes on training with them
 (``Algorithm.change_config``), its own workers, environments and counters. Every change is one
 ``Exploit`` event. The fields that can change are ``lr`` and those the algorithm lists as live
-(``Recipe.live_fields``: PPO's loss coefficients, epochs and batch sizes).
+(``Recipe.live_fields``: the loss coefficients and batch sizes of PG, A2C, PPO and IMPALA, PPO's
+epochs).
 """
 
 from __future__ import annotations

@@ -499,8 +499,9 @@ class Algorithm:
     async def change_config(self, **changes: Any) -> None:
         """Change config fields between two iterations, training going on: ``lr`` (every optimizer
         of the learner takes it at its next step) and the fields the recipe lists as live
-        (``Recipe.live_fields``: PPO's loss coefficients, epochs and batch sizes), which the loss
-        reads at its next step and the plan when it is built again, before the next iteration.
+        (``Recipe.live_fields``: the loss coefficients and batch sizes of PG, A2C, PPO and IMPALA,
+        PPO's epochs), which the loss reads at its next step and the plan when it is built again,
+        before the next iteration.
         Checkpoints save the changed config. Any other field is a ``ConfigError``."""
         if self.learner is None:
             raise RuntimeError(f"use 'async with {type(self).__name__}(config) as algo' before change_config()")

@@ -68,6 +68,34 @@ async def test_change_config_reaches_the_optimizer_the_loss_and_the_plan() -> No
 
 
 @pytest.mark.parametrize(
+    ("algorithm", "changes", "refused"),
+    [
+        ("a2c", {"entropy_coeff": 0.01, "vf_loss_coeff": 0.25, "train_batch_size": 400}, "lam"),
+        ("impala", {"entropy_coeff": 0.02, "vtrace_clip_rho": 0.9}, "num_async"),
+        ("a3c", {}, "entropy_coeff"),  # its workers compute the gradients: they read the loss's fields
+    ],
+)
+async def test_each_algorithm_changes_what_only_its_loss_and_plan_read(
+    algorithm: str, changes: dict[str, float], refused: str
+) -> None:
+    from asyncflow.algorithms import ALGORITHMS
+
+    cls = ALGORITHMS[algorithm]
+    config = cls.recipe.config(env="CartPole-v1", num_workers=1)
+    async with cls(config) as algo:
+        async for _ in algo.train():
+            break
+        if changes:
+            await algo.change_config(**changes)
+            for name, value in changes.items():
+                assert getattr(algo.learner.loss_config, name) == value
+            async for _ in algo.train():  # the plan, built again, trains on
+                break
+        with pytest.raises(ConfigError, match=f"{refused}: {algorithm} cannot change it while training"):
+            await algo.change_config(**{refused: 0.5 if refused != "num_async" else 3})
+
+
+@pytest.mark.parametrize(
     ("kwargs", "message"),
     [
         ({"mutations": ["gamma=uniform(0.9,0.99)"]}, "gamma: ppo cannot change it while training"),

@@ -91,6 +91,7 @@ RECIPE: Recipe[A2CConfig, ActorCriticPolicy, None] = Recipe(
     name="a2c", config=A2CConfig, family="actor_critic", plan=a2c_plan, models=single_model("actor_critic"),
     workers=ActorCriticWorkers(a2c_loss), learner=ActorCriticLearner(a2c_loss, ActorCriticPolicy),
     capabilities=Capabilities(recurrent=True, numpy_inference=True, learner_precision=True, rmsprop=True),
+    live_fields=("vf_loss_coeff", "entropy_coeff", "train_batch_size", "microbatch_size"),
 )  # fmt: skip
 
 

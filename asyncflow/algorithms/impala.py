@@ -149,6 +149,7 @@ RECIPE: Recipe[IMPALAConfig, SequencePolicy, None] = Recipe(
     name="impala", config=IMPALAConfig, family="actor_critic", plan=impala_plan, models=single_model("actor_critic"),
     workers=ActorCriticWorkers(impala_loss, postprocess="transitions"),  # V-trace takes next_obs and discounts
     learner=ActorCriticLearner(impala_loss, SequencePolicy), capabilities=VTRACE_CAPABILITIES,
+    live_fields=("vtrace_clip_rho", "vtrace_clip_pg_rho", "vf_loss_coeff", "entropy_coeff"),
 )  # fmt: skip
 
 

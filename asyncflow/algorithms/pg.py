@@ -58,6 +58,7 @@ RECIPE: Recipe[PGConfig, ActorCriticPolicy, None] = Recipe(
     name="pg", config=PGConfig, family="actor_critic", plan=pg_plan, models=single_model("actor_critic"),
     workers=ActorCriticWorkers(pg_loss, use_critic=False), learner=ActorCriticLearner(pg_loss, ActorCriticPolicy),
     capabilities=Capabilities(recurrent=True, numpy_inference=True, learner_precision=True, rmsprop=True),
+    live_fields=("train_batch_size",),
 )  # fmt: skip
 
 
