@@ -61,9 +61,9 @@ def main() -> None:
         for system in args.systems:
             folder = args.out / f"{system}-ppo_{name}_seed{seed}"
             if (done := _finished(folder, steps)) is not None:  # an interrupted script goes on
-                run, minutes = done, float("nan")
+                run, minutes = done, done[-1]["time_total_s"] / 60  # its training time (no start-up)
                 print(f"{system} seed {seed}: finished before, read from {folder}", flush=True)
-                rows.append([system, seed, run[-1]["num_env_steps_sampled"] * FRAME_SKIP, minutes,
+                rows.append([system, seed, int(run[-1]["num_env_steps_sampled"]) * FRAME_SKIP, minutes,
                              _return_at(run, steps)])  # fmt: skip
                 continue
             start = time.perf_counter()
@@ -73,7 +73,7 @@ def main() -> None:
                 run = run_sb3(args.env, 1e9, seed, steps)
             minutes = (time.perf_counter() - start) / 60
             _write_run(folder, {"system": system, "env": args.env, "seed": seed}, run)
-            rows.append([system, seed, run[-1]["num_env_steps_sampled"] * FRAME_SKIP, minutes,
+            rows.append([system, seed, int(run[-1]["num_env_steps_sampled"]) * FRAME_SKIP, minutes,
                          _return_at(run, steps)])  # fmt: skip
             print(f"{system} seed {seed}: {minutes:.1f} min, return {rows[-1][-1]:.2f}", flush=True)
     print_table(f"{args.env}: each run to {args.frames:,} frames", ["system", "seed", "frames", "minutes",
