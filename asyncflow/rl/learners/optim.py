@@ -39,9 +39,6 @@ class FlatOptimizer:
     parameter), the step count and the learning rate, which a schedule or ``change_config``
     sets between steps. A subclass says how one step moves the parameters."""
 
-    name = "adam"
-    """The ``learner.optimizer`` that builds it."""
-
     def __init__(self, params: Iterable[torch.nn.Parameter], lr: float, eps: float) -> None:
         self.params = list(params)
         self.lr, self.eps = lr, eps
@@ -138,8 +135,6 @@ class RMSprop(FlatOptimizer):
     decay): ``v = alpha v + (1 - alpha) g^2``, ``p -= lr g / (sqrt(v) + eps)``. Its one moment
     is ``exp_avg_sq``; ``exp_avg`` stays zero. Stable-Baselines3's A2C steps with it
     (``alpha=0.99, eps=1e-5``), and so does the A2C of rl-baselines3-zoo's tuned settings."""
-
-    name = "rmsprop"
 
     def __init__(self, params: Iterable[torch.nn.Parameter], lr: float, alpha: float = 0.99, eps: float = 1e-5) -> None:
         super().__init__(params, lr, eps)

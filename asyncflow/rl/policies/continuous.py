@@ -106,14 +106,12 @@ def sde_noise_matrices(actor: nn.Module, n: int, generator: torch.Generator | No
     return std * torch.randn((n, *std.shape), generator=generator, device=std.device)
 
 
-def sde_sample(
-    actor: nn.Module, obs: Any, matrices: torch.Tensor, generator: torch.Generator | None = None
-) -> tuple[torch.Tensor, torch.Tensor]:
+def sde_sample(actor: nn.Module, obs: Any, matrices: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """gSDE's squashed actions and log-probabilities at ``obs``: the noise ``latent @ W``, one
     ``W`` (``matrices`` of shape (1, f, d)) for the whole batch or one per row ((B, f, d))."""
     params, latent = cast(SDEActor, actor).with_latent(obs)
     noise = (latent.unsqueeze(1) @ matrices).squeeze(1)
-    return squashed_gaussian(params, generator=generator, noise=noise)
+    return squashed_gaussian(params, noise=noise)
 
 
 class _BoxPolicy:
