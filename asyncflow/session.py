@@ -43,6 +43,7 @@ from .actors import ActorHandle, Runtime, open_runtime, prefer_torch_free_fork_s
 from .algorithms._checkpoint import read_checkpoint, write_checkpoint
 from .algorithms._config import AlgorithmConfig
 from .algorithms._inference import worker_numpy_net
+from .algorithms._multi_agent import multi_agent_recipe
 from .algorithms._recipe import MultiAgentWorkers, PolicyModel, Recipe, Run, Spaces, Workers, check_capabilities
 from .errors import CheckpointError, ClosedError, ConfigError
 from .flow._context import NUM_ENV_STEPS_SAMPLED, FlowContext, set_context
@@ -64,12 +65,15 @@ from .rl.policies.numpy_policy import NumpyActorCriticPolicy
 from .rl.policy import PolicyFactory, WorkerPolicy, check_learner
 from .rl.sampling.async_worker import AsyncRolloutWorker
 from .rl.sampling.evaluation_worker import EvaluationWorker, summarize_episodes
-from .rl.sampling.multi_agent_worker import MultiAgentRolloutWorker
+from .rl.sampling.multi_agent_worker import MultiAgentRolloutWorker, map_agent
 from .rl.sampling.normalization import NormalizerState, check_normalizable
 from .rl.sampling.rollout_worker import RolloutWorker
 from .rl.sampling.worker_set import WorkerSet
 
 __all__ = ["Algorithm", "ResumeWarning"]
+
+MAPPING_PROBES = 10
+"""Episodes over which a multi-agent run asks its policy mapping where each agent goes, before any process starts."""
 
 
 class ResumeWarning(UserWarning):
@@ -99,8 +103,10 @@ class Algorithm:
         if not isinstance(config, recipe.config):
             raise ConfigError(f"{type(self).__name__} needs a {recipe.config.__name__}, not {type(config).__name__}")
         self.config: Any = config
+        if config.multi_agent is not None:  # this algorithm once per policy (_multi_agent.py)
+            self.recipe = multi_agent_recipe(recipe)  # type: ignore[misc]  # this run's, over the class's
         self.spaces: Any = self._check_env()  # in the driver, before any process starts
-        self.numpy_net = worker_numpy_net(recipe, config, self.spaces, type(self).__name__)
+        self.numpy_net = worker_numpy_net(self.recipe, config, self.spaces, type(self).__name__)
         """The network the workers run in numpy (``rollouts.inference``), or None: torch."""
         if self.numpy_net is not None and config.rollouts.backend == "process" and config.rollouts.num_workers > 0:
             prefer_torch_free_fork_server()
@@ -173,20 +179,40 @@ class Algorithm:
         return spaces
 
     def _check_multi_agent_env(self, models: Mapping[str, PolicyModel]) -> dict[str, Spaces]:
+        """Each policy's spaces: those of the agents mapped to it over the first episodes (which
+        must all have the same), or its ``PolicySpec``'s; every mapping must name a policy."""
         c = self.config
         mapping = self.recipe.workers(c, None)
         assert isinstance(mapping, MultiAgentWorkers)
         env = make_multi_agent_env(c.env)
+        given = {} if c.multi_agent is None else {
+            pid: Spaces(spec.observation_space, spec.action_space)
+            for pid, spec in c.multi_agent.policies.items() if spec.observation_space is not None}  # fmt: skip
         try:
-            mapped = {agent: mapping.mapping(agent) for agent in env.possible_agents}
-            for agent, pid in mapped.items():
-                if pid not in models:
-                    raise ConfigError(f"policy_mapping_fn: {agent!r} -> {pid!r}; expected one of {sorted(models)}")
-                self._check_model(models[pid], Spaces(env.observation_spaces[agent], env.action_spaces[agent]),
-                                  field=f"env ({agent})")  # fmt: skip
-            if set(mapped.values()) != set(models):
-                raise ConfigError(f"policy_mapping_fn: every policy needs an agent, got {mapped}")
-            return {pid: Spaces(env.observation_spaces[a], env.action_spaces[a]) for a, pid in mapped.items()}
+            spaces: dict[str, Spaces] = dict(given)
+            whose: dict[str, str] = {}
+            for episode in range(MAPPING_PROBES):
+                for agent in env.possible_agents:
+                    pid = map_agent(mapping.mapping, agent, episode)
+                    if pid not in models:
+                        raise ConfigError(f"policy_mapping_fn: {agent!r} -> {pid!r}; expected one of {sorted(models)}")
+                    have = Spaces(env.observation_spaces[agent], env.action_spaces[agent])
+                    if pid not in spaces:
+                        self._check_model(models[pid], have, field=f"env ({agent})")
+                        spaces[pid], whose[pid] = have, agent
+                    elif spaces[pid] != have:
+                        other = f"those of agent {whose[pid]!r}" if pid in whose else "its PolicySpec's"
+                        raise ConfigError(f"policy_mapping_fn: {agent!r} -> {pid!r}, whose spaces are {other} "
+                                          f"({spaces[pid].observation}, {spaces[pid].action}), not {agent!r}'s "
+                                          f"({have.observation}, {have.action})")  # fmt: skip
+            for pid, have in given.items():
+                if pid not in whose:
+                    self._check_model(models[pid], have, field=f"multi_agent.policies[{pid!r}]")
+            missing = sorted(set(models) - set(spaces))
+            if missing:
+                raise ConfigError(f"policy_mapping_fn: every policy needs an agent (none maps to {missing} in the "
+                                  f"first {MAPPING_PROBES} episodes; or give a PolicySpec its spaces)")  # fmt: skip
+            return {pid: spaces[pid] for pid in models}
         finally:
             env.close()
 
@@ -298,7 +324,12 @@ class Algorithm:
         worker: Any
         if isinstance(spec, MultiAgentWorkers):
             worker = MultiAgentRolloutWorker
-            options: dict[str, Any] = {"policies": spec.policies, "policy_mapping_fn": spec.mapping, "lam": spec.lam}
+            options: dict[str, Any] = {
+                "policies": spec.policies,
+                "policy_mapping_fn": spec.mapping,
+                "lam": spec.lam,
+                "spaces": {pid: (s.observation, s.action) for pid, s in self.spaces.items()},
+            }
         else:
             common |= {"policy_factory": self.worker_policy(), "num_envs": c.rollouts.num_envs_per_worker,
                        "lam": spec.lam, "use_critic": spec.use_critic, "postprocess": spec.postprocess,

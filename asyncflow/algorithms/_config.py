@@ -21,7 +21,10 @@ from __future__ import annotations
 
 import dataclasses
 import typing
+from collections.abc import Mapping
 from typing import Any, ClassVar
+
+import gymnasium as gym
 
 from .._fields import Fields, config_class, field, part, to_dict
 from ..errors import CheckpointError, CheckpointTrustError, ConfigError
@@ -33,6 +36,7 @@ from ..rl.learners.optim import OPTIMIZERS
 from ..rl.learners.precision import resolve_precision
 from ..rl.learners.schedule import check_schedule
 from ..rl.models.config import ModelConfig
+from ..rl.multi_agent import MultiAgent
 
 __all__ = [
     "SHORTHANDS",
@@ -307,9 +311,17 @@ class AlgorithmConfig(Fields):
     output: str | None = None
     """A folder to write what every rollout worker samples to, as Minari datasets, one per
     worker process (``asyncflow.rl.offline``; ``pip install 'asyncflow[offline]'``)."""
+    multi_agent: MultiAgent | None = None
+    """A multi-agent env's policies and which agent each acts for (``asyncflow.rl.MultiAgent``):
+    one learner and one plan of this algorithm per policy (None: a single-agent env)."""
 
     def __post_init__(self) -> None:
         super().__post_init__()
+        if isinstance(self.multi_agent, Mapping):  # a config file's or a checkpoint's
+            object.__setattr__(self, "multi_agent", MultiAgent.from_dict(self.multi_agent))
+        if self.multi_agent is not None and not isinstance(self.multi_agent, MultiAgent):
+            got = type(self.multi_agent).__name__
+            raise ConfigError(f"multi_agent: expected an asyncflow.rl.MultiAgent, got {got}")
         env, rollouts, model = self.environment, self.rollouts, self.model
         if env.min_ready is not None and env.min_ready > rollouts.num_envs_per_worker:
             raise ConfigError(f"environment.min_ready: must be <= rollouts.num_envs_per_worker "
@@ -351,6 +363,12 @@ class AlgorithmConfig(Fields):
         trusted restore loads."""
 
         def state(value: Any, path: str) -> Any:
+            if isinstance(value, MultiAgent):
+                value = value.to_dict()
+            if isinstance(value, gym.Space):
+                import cloudpickle
+
+                return Pickled(cloudpickle.dumps(value), f"{path}: a gymnasium space, pickled")
             if isinstance(value, dict):
                 return {k: state(v, f"{path}.{k}" if path else k) for k, v in value.items()}
             if callable(value) and not storable(value):

@@ -96,6 +96,10 @@ class Capabilities:
     """``learner.optimizer="rmsprop"``: its learner builds its optimizer from the config."""
     multi_agent: bool = False
     """Its env is a multi-agent env (and a single-agent env is not)."""
+    policy_mapping: bool = True
+    """``multi_agent``: it runs once per policy on a multi-agent env (``_multi_agent.py``)."""
+    policy_mapping_reason: str = ""
+    """Why not, when not."""
 
 
 @dataclass(frozen=True)
@@ -125,8 +129,9 @@ class Workers:
 class MultiAgentWorkers:
     """What each worker of a multi-agent env runs: one policy per id, agents mapped to them."""
 
-    policies: Mapping[str, Any]  # policy id -> rl.multi_agent_worker.PolicySpec
-    mapping: Callable[[str], str]
+    policies: Mapping[str, Any]  # policy id -> rl.multi_agent_worker.MappedPolicy
+    mapping: Callable[..., str]
+    """``(agent_id)`` or ``(agent_id, episode_id)`` -> policy id."""
     lam: float = 1.0
     """GAE lambda of the policies that take GAE."""
 

@@ -50,7 +50,9 @@ def a3c_plan(run: Run[A3CConfig, ActorCriticPolicy, None]) -> Plan:
 RECIPE: Recipe[A3CConfig, ActorCriticPolicy, None] = Recipe(
     name="a3c", config=A3CConfig, family="actor_critic", plan=a3c_plan, models=single_model("actor_critic"),
     workers=ActorCriticWorkers(a2c_loss), learner=ActorCriticLearner(a2c_loss, ActorCriticPolicy),
-    capabilities=Capabilities(recurrent=True, numpy_inference_reason="workers, which compute gradients", rmsprop=True),
+    capabilities=Capabilities(recurrent=True, numpy_inference_reason="workers, which compute gradients", rmsprop=True,
+                              policy_mapping=False, policy_mapping_reason="its workers compute gradients of one "
+                              "policy; a multi-agent worker samples for several"),
 )  # fmt: skip
 
 

@@ -143,6 +143,8 @@ def impala_plan(run: Run[IMPALAConfig, SequencePolicy, None]) -> Plan:
 VTRACE_CAPABILITIES = Capabilities(
     recurrent=True, numpy_inference=True, learner_precision=True, rmsprop=True, vector_env=False,
     vector_env_reason="V-trace takes fixed-length sequences, and a vector env's autoreset steps would be holes in them",
+    policy_mapping=False, policy_mapping_reason="V-trace takes fixed-length sequences of one env lane; an agent's "
+    "steps in a multi-agent env are not (agents finish early, wait for their turn)",
 )  # fmt: skip
 
 RECIPE: Recipe[IMPALAConfig, SequencePolicy, None] = Recipe(

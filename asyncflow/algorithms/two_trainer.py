@@ -49,7 +49,7 @@ from ..rl.envs.multi_agent import MultiAgentCartPole
 from ..rl.policies.actor_critic import ActorCriticPolicy
 from ..rl.policies.epsilon_greedy import EpsilonGreedyPolicy
 from ..rl.policy import FlatWeights
-from ..rl.sampling.multi_agent_worker import PolicySpec
+from ..rl.sampling.multi_agent_worker import MappedPolicy
 from ..session import Algorithm
 from . import ppo
 from ._actor_critic import ActorCriticLearner
@@ -172,8 +172,8 @@ def two_trainer_workers(config: TwoTrainerConfig, spaces: Any) -> MultiAgentWork
     per_worker = dqn.epsilon_timesteps // max(config.rollouts.num_workers, 1)
     dqn_policy = functools.partial(EpsilonGreedyPolicy, model=dqn.model, hidden=dqn.vector_hidden, dueling=dqn.dueling,
                                    epsilon=(initial, final, per_worker), device=config.rollouts.device)  # fmt: skip
-    policies = {PPO_POLICY: PolicySpec(ppo_policy, "gae"),  # type: ignore[arg-type]
-                DQN_POLICY: PolicySpec(dqn_policy, "transitions", dqn.n_step)}  # type: ignore[arg-type]  # fmt: skip
+    policies = {PPO_POLICY: MappedPolicy(ppo_policy, "gae"),  # type: ignore[arg-type]
+                DQN_POLICY: MappedPolicy(dqn_policy, "transitions", dqn.n_step)}  # type: ignore[arg-type]  # fmt: skip
     return MultiAgentWorkers(policies, config.policy_mapping_fn, lam=ppo.lam)
 
 

@@ -110,6 +110,16 @@ class FlowContext:
         of each (Atari's ``training_return``: the per-life, clipped-reward episodes the learner saw)."""
         self.measured: set[str] = set()
         """The counters that samplers measured (``SampleBatch.metrics``): results report each."""
+        self.children: dict[str, FlowContext] = {}
+        """The contexts of the plans inside this one (a multi-agent run's, by policy id)."""
+
+    def child(self, name: str) -> FlowContext:
+        """The context of the plan ``name`` inside this one (made on first use): its own
+        counters, marks and statistics; this one's learner thread and background tasks."""
+        if name not in self.children:
+            self.children[name] = FlowContext(start_time=self.start_time, smoothing_episodes=self.smoothing_episodes,
+                                              learner_thread=self.learner_thread, tasks=self.tasks)  # fmt: skip
+        return self.children[name]
 
     async def __aenter__(self) -> FlowContext:
         """``async with FlowContext() as ctx:`` runs a plan of your own (``Algorithm`` does the
@@ -182,6 +192,7 @@ class FlowContext:
             "episodes_total": self.episodes_total,
             "workers_restarted": self.workers_restarted,
             "elapsed_s": time.perf_counter() - self.start_time,
+            "children": {name: child.get_state() for name, child in self.children.items()},
         }
 
     def set_state(self, state: dict[str, Any]) -> None:
@@ -200,6 +211,8 @@ class FlowContext:
         self.episodes_total = state["episodes_total"]
         self.workers_restarted = state["workers_restarted"]
         self.start_time = time.perf_counter() - state["elapsed_s"]  # time_total_s runs on
+        for name, child in state.get("children", {}).items():
+            self.child(name).set_state(child)
 
     @contextlib.contextmanager
     def timer(self, name: str) -> Iterator[None]:

@@ -60,7 +60,11 @@ async def parallel_rollouts(
     if mode not in ("bulk_sync", "async"):
         raise ConfigError(f"parallel_rollouts(): mode must be 'bulk_sync' or 'async', not {mode!r}")
     with named("parallel_rollouts"):
-        if mode == "bulk_sync":
+        if hasattr(workers, "policy_rollouts"):  # one policy's view of multi-agent workers (_multi_agent.py)
+            async with closing(workers.policy_rollouts(mode, num_async)) as batches:
+                async for batch in batches:
+                    yield batch
+        elif mode == "bulk_sync":
             while True:
                 with ctx.timer("sample"):
                     parts = await asyncio.gather(*(workers.sample(w) for w in workers.workers))

@@ -30,17 +30,24 @@ if TYPE_CHECKING:
     from .data.sample_batch import MultiAgentBatch, SampleBatch, concat_samples
     from .envs.async_env import AsyncEnv, AsyncEnvAdapter, is_async_env
     from .envs.make import EnvProbe, EnvSpec, make_async_env, make_env, probe_env, probe_spaces
-    from .envs.multi_agent import MultiAgentCartPole, MultiAgentEnv, PettingZooEnv, make_multi_agent_env
+    from .envs.multi_agent import (
+        MultiAgentCartPole,
+        MultiAgentEnv,
+        PettingZooAECEnv,
+        PettingZooEnv,
+        make_multi_agent_env,
+    )
     from .learners.device import resolve_device
     from .learners.vtrace import vtrace
     from .models import ActorCriticModel, ContinuousModel, ModelConfig, ModelSpec, QModel
+    from .multi_agent import MultiAgent, PolicySpec
     from .policies.actor_critic import ActorCritic, ActorCriticPolicy, LossFn
     from .policies.continuous import DeterministicPolicy, SquashedGaussianPolicy
     from .policies.epsilon_greedy import EpsilonGreedyPolicy
     from .policies.random_policy import RandomPolicy
     from .policy import FlatWeights, Learner, PolicyFactory, ReplayUpdate, TargetLearner, WorkerPolicy
     from .sampling.async_worker import AsyncRolloutWorker
-    from .sampling.multi_agent_worker import MultiAgentRolloutWorker, PolicySpec
+    from .sampling.multi_agent_worker import MappedPolicy, MultiAgentRolloutWorker
     from .sampling.postprocessing import compute_gae, compute_nstep
     from .sampling.rollout_worker import RolloutWorker
     from .sampling.trajectory import EpisodeBook, Postprocessing, Segment
@@ -63,15 +70,18 @@ _MODULES = {
     "FlatWeights": "policy",
     "Learner": "policy",
     "LossFn": "policies.actor_critic",
+    "MappedPolicy": "sampling.multi_agent_worker",
     "ModelConfig": "models",
     "ModelSpec": "models",
+    "MultiAgent": "multi_agent",
     "MultiAgentBatch": "data.sample_batch",
     "MultiAgentCartPole": "envs.multi_agent",
     "MultiAgentEnv": "envs.multi_agent",
     "MultiAgentRolloutWorker": "sampling.multi_agent_worker",
+    "PettingZooAECEnv": "envs.multi_agent",
     "PettingZooEnv": "envs.multi_agent",
     "PolicyFactory": "policy",
-    "PolicySpec": "sampling.multi_agent_worker",
+    "PolicySpec": "multi_agent",
     "Postprocessing": "sampling.trajectory",
     "PrioritizedReplayBuffer": "data.replay_buffer",
     "QModel": "models",
@@ -126,12 +136,15 @@ __all__ = [
     "FlatWeights",
     "Learner",
     "LossFn",
+    "MappedPolicy",
     "ModelConfig",
     "ModelSpec",
+    "MultiAgent",
     "MultiAgentBatch",
     "MultiAgentCartPole",
     "MultiAgentEnv",
     "MultiAgentRolloutWorker",
+    "PettingZooAECEnv",
     "PettingZooEnv",
     "PolicyFactory",
     "PolicySpec",

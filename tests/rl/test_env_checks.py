@@ -15,7 +15,7 @@ from asyncflow.algorithms import DQN, PPO, DQNConfig, PPOConfig
 from asyncflow.rl import RolloutWorker
 from asyncflow.rl.envs.multi_agent import MultiAgentCartPole
 from asyncflow.rl.policies.random_policy import RandomPolicy
-from asyncflow.rl.sampling.multi_agent_worker import MultiAgentRolloutWorker, PolicySpec
+from asyncflow.rl.sampling.multi_agent_worker import MappedPolicy, MultiAgentRolloutWorker
 
 from ..conftest import actor_children
 from ..toy_envs import GoalGrid
@@ -104,7 +104,7 @@ def test_inf_rewards_float_pixels_and_agents_are_caught() -> None:
         return broken
 
     with pytest.raises(EnvOutputError, match=r"agent 'agent_1'\) returned an observation of shape \(1,\)"):
-        MultiAgentRolloutWorker(env, policies={"p": PolicySpec(RandomPolicy)}, policy_mapping_fn=lambda a: "p")
+        MultiAgentRolloutWorker(env, policies={"p": MappedPolicy(RandomPolicy)}, policy_mapping_fn=lambda a: "p")
 
 
 def test_the_checks_can_be_turned_off_for_an_env_you_trust() -> None:

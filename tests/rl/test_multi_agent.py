@@ -17,7 +17,7 @@ from asyncflow.rl.data.sample_batch import ADVANTAGES, DISCOUNTS, EPS_ID, NEXT_O
 from asyncflow.rl.envs.multi_agent import ALL, MultiAgentCartPole, PettingZooEnv, make_multi_agent_env
 from asyncflow.rl.policies.actor_critic import ActorCriticPolicy
 from asyncflow.rl.policies.epsilon_greedy import EpsilonGreedyPolicy
-from asyncflow.rl.sampling.multi_agent_worker import MultiAgentRolloutWorker, PolicySpec
+from asyncflow.rl.sampling.multi_agent_worker import MappedPolicy, MultiAgentRolloutWorker
 from asyncflow.rl.sampling.worker_set import WorkerSet
 
 pettingzoo = pytest.importorskip("pettingzoo")
@@ -52,10 +52,10 @@ class TwoCartPoles(pettingzoo.ParallelEnv):  # type: ignore[misc,name-defined]
         return obs, rew, term, trunc, info
 
 
-def _specs(n_step: int = 1) -> dict[str, PolicySpec]:
+def _specs(n_step: int = 1) -> dict[str, MappedPolicy]:
     return {
-        "ppo": PolicySpec(functools.partial(ActorCriticPolicy, hidden=(16,)), "gae"),
-        "dqn": PolicySpec(functools.partial(EpsilonGreedyPolicy, hidden=(16,), epsilon=0.5), "transitions", n_step),
+        "ppo": MappedPolicy(functools.partial(ActorCriticPolicy, hidden=(16,)), "gae"),
+        "dqn": MappedPolicy(functools.partial(EpsilonGreedyPolicy, hidden=(16,), epsilon=0.5), "transitions", n_step),
     }
 
 

@@ -14,7 +14,7 @@ from asyncflow.rl import EpisodeBook, RolloutWorker
 from asyncflow.rl.envs.multi_agent import MultiAgentCartPole
 from asyncflow.rl.policies.actor_critic import ActorCriticPolicy
 from asyncflow.rl.policies.epsilon_greedy import EpsilonGreedyPolicy
-from asyncflow.rl.sampling.multi_agent_worker import MultiAgentRolloutWorker, PolicySpec
+from asyncflow.rl.sampling.multi_agent_worker import MappedPolicy, MultiAgentRolloutWorker
 
 
 def one_agent_cartpole() -> MultiAgentCartPole:
@@ -49,7 +49,7 @@ def test_single_and_multi_agent_workers_postprocess_a_trajectory_identically(
                            rollout_fragment_length=100, seed=4, worker_index=2, postprocess=postprocess,
                            n_step=n_step)  # fmt: skip
     multi = MultiAgentRolloutWorker(one_short_agent if short else one_agent_cartpole,
-                                    policies={"p": PolicySpec(factory, postprocess, n_step)},
+                                    policies={"p": MappedPolicy(factory, postprocess, n_step)},
                                     policy_mapping_fn=lambda agent: "p", rollout_fragment_length=100, seed=4,
                                     worker_index=2)  # fmt: skip
     for _ in range(3):  # episodes end inside fragments and across them

@@ -205,9 +205,12 @@ class EnvChecker:
         return out[0]
 
     def finite(self, obs: Any, reward: float, who: int | str, step: int) -> None:
-        """One observation and reward (of a sub-env or an agent): raise EnvOutputError on a NaN or inf."""
+        """One observation (None: none this step) and reward (of a sub-env or an agent): raise
+        EnvOutputError on a NaN or inf."""
         if not np.isfinite(reward):
             raise self._fail(who, step, f"a reward of {reward}")
+        if obs is None:
+            return
         leaves = list(_leaves_like(self.space, obs))
         for i in self.float_leaves:
             if not np.isfinite(leaves[i]).all():

@@ -1,0 +1,163 @@
+"""Any algorithm on a multi-agent env (``config.multi_agent``): one learner and one plan of the
+algorithm per policy, agents mapped to policies, frozen policies, checkpoints, bad input."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+
+from asyncflow import algorithms as A
+from asyncflow.errors import ConfigError
+from asyncflow.rl import MultiAgent, MultiAgentCartPole, MultiAgentRolloutWorker, PolicySpec
+
+pettingzoo = pytest.importorskip("pettingzoo")
+mpe2 = pytest.importorskip("mpe2")
+
+
+def two_cartpoles() -> MultiAgentCartPole:
+    return MultiAgentCartPole(num_agents=2)
+
+
+def shared(agent: str, episode: int) -> str:
+    return "shared"
+
+
+def per_agent(agent: str) -> str:
+    return agent
+
+
+def spread_continuous() -> Any:
+    from mpe2 import simple_spread_v3
+
+    return simple_spread_v3.parallel_env(continuous_actions=True, max_cycles=25)
+
+
+def connect_four() -> Any:
+    from pettingzoo.classic.connect_four.connect_four import raw_env
+
+    return raw_env()  # no illegal-move wrapper: an illegal move raises
+
+
+async def _train(algo: Any, iterations: int) -> dict[str, Any]:
+    async with algo:
+        async for result in algo.train():
+            if result.training_iteration >= iterations:
+                return result
+    raise AssertionError("the plan ended")
+
+
+SHARED = MultiAgent({"shared": PolicySpec()}, shared)
+
+
+async def test_one_shared_ppo_policy_learns_two_cartpoles() -> None:
+    config = A.PPOConfig(env=two_cartpoles, multi_agent=SHARED, num_workers=2, seed=0)
+    async with A.PPO(config) as algo:
+        async for result in algo.train():
+            if result["policy_return_mean"]["shared"] >= 150 or result.num_env_steps_sampled >= 40_000:
+                break
+    assert result["policy_return_mean"]["shared"] >= 150, result["policy_return_mean"]
+    assert set(result["policies"]) == {"shared"}
+    assert result["policies"]["shared"]["num_agent_steps_trained"] > result.num_env_steps_sampled  # two agents
+    assert "shared/policy_loss" in result.learner
+
+
+async def test_a_frozen_policy_keeps_its_weights_while_the_other_learns() -> None:
+    ma = MultiAgent({"agent_0": PolicySpec(config={"lr": 1e-3}), "agent_1": PolicySpec()}, per_agent,
+                    policies_to_train=("agent_0",))  # fmt: skip
+    algo = A.PPO(A.PPOConfig(env=two_cartpoles, multi_agent=ma, num_workers=1, seed=0))
+    async with algo:
+        frozen = algo.learner.by_id["agent_1"].get_weights().vector.copy()
+        learning = algo.learner.by_id["agent_0"].get_weights().vector.copy()
+        assert algo.learner.by_id["agent_0"].lr == 1e-3  # its PolicySpec's config
+        assert algo.learner.by_id["agent_1"].lr == 3e-3  # the run's
+        async for result in algo.train():
+            if result.training_iteration >= 8:
+                break
+        np.testing.assert_array_equal(algo.learner.by_id["agent_1"].get_weights().vector, frozen)
+        assert not np.array_equal(algo.learner.by_id["agent_0"].get_weights().vector, learning)
+        workers = await algo.workers.call(algo.workers.workers[0], MultiAgentRolloutWorker.get_weights)
+        np.testing.assert_array_equal(workers["agent_1"].vector, frozen)
+        np.testing.assert_array_equal(workers["agent_0"].vector, algo.learner.by_id["agent_0"].get_weights().vector)
+    returns = result["policy_return_mean"]
+    assert returns["agent_0"] > 2 * returns["agent_1"], returns  # the one that learns, against a random one
+    assert set(result["policies"]) == {"agent_0"}
+
+
+@pytest.mark.parametrize(
+    ("algo", "config", "env"),
+    [
+        (A.PG, A.PGConfig, two_cartpoles),
+        (A.A2C, A.A2CConfig, two_cartpoles),
+        (A.DQN, A.DQNConfig, two_cartpoles),
+        (A.ApexDQN, A.ApexDQNConfig, two_cartpoles),
+        (A.SAC, A.SACConfig, spread_continuous),
+        (A.TD3, A.TD3Config, spread_continuous),
+        (A.DDPG, A.DDPGConfig, spread_continuous),
+        (A.PPO, A.PPOConfig, connect_four),  # turn-based, with action masks
+    ],
+    ids=lambda v: getattr(v, "__name__", ""),
+)
+async def test_every_algorithm_trains_a_policy_per_mapping_and_resumes(algo: Any, config: Any, env: Any,
+                                                                       tmp_path: Any) -> None:  # fmt: skip
+    options: dict[str, Any] = {"learning_starts": 200} if hasattr(config(), "learning_starts") else {}
+    options |= {"timesteps_per_iteration": 200} if hasattr(config(), "timesteps_per_iteration") else {}
+    c = config(env=env, multi_agent=SHARED, num_workers=1, seed=0, **options)
+    first = algo(c)
+    result = await _train(first, 2)
+    assert result["policies"]["shared"]["num_agent_steps_trained"] > 0
+    assert np.isfinite(result["policy_return_mean"]["shared"])
+    async with algo(c) as again:  # a save, and a run that goes on from it
+        path = await again.save(tmp_path / "ckpt")
+        saved = again.learner.by_id["shared"].get_weights().vector.copy()
+    restored = algo.restore(path)
+    async with restored:
+        np.testing.assert_array_equal(restored.learner.by_id["shared"].get_weights().vector, saved)
+        after = await anext(restored.train())
+    assert after.training_iteration == 1 and after["policies"]["shared"]["training_iteration"] == 1
+
+
+def test_bad_multi_agent_input_is_one_line_before_any_process() -> None:
+    def nowhere(agent: str) -> str:
+        return "nobody"
+
+    with pytest.raises(ConfigError, match="'agent_0' -> 'nobody'; expected one of \\['shared'\\]"):
+        A.PPO(A.PPOConfig(env=two_cartpoles, multi_agent=MultiAgent({"shared": PolicySpec()}, nowhere)))
+    with pytest.raises(ConfigError, match="every policy needs an agent"):
+        A.PPO(A.PPOConfig(env=two_cartpoles, multi_agent=MultiAgent({"shared": PolicySpec(), "x": PolicySpec()},
+                                                                    shared)))  # fmt: skip
+
+    def adversary(agent: str) -> str:
+        return "one"
+
+    from mpe2 import simple_adversary_v3
+
+    with pytest.raises(ConfigError, match="'agent_0' -> 'one', whose spaces are those of agent 'adversary_0'"):
+        A.PPO(A.PPOConfig(env=simple_adversary_v3.parallel_env, multi_agent=MultiAgent({"one": PolicySpec()},
+                                                                                       adversary)))  # fmt: skip
+    with pytest.raises(ConfigError, match="not a multi-agent env"):
+        A.PPO(A.PPOConfig(env=lambda: object(), multi_agent=SHARED))
+    with pytest.raises(ConfigError, match=r"expected a callable .* not 'CartPole-v1'"):
+        A.PPO(A.PPOConfig(env="CartPole-v1", multi_agent=SHARED))
+    with pytest.raises(ConfigError, match="multi_agent: not available for IMPALA"):
+        A.IMPALA(A.IMPALAConfig(env=two_cartpoles, multi_agent=SHARED))
+    with pytest.raises(ConfigError, match="multi_agent: not available for A3C"):
+        A.A3C(A.A3CConfig(env=two_cartpoles, multi_agent=SHARED))
+    with pytest.raises(ConfigError, match=r"policies\['shared'\].config: .*lr"):
+        A.PPO(A.PPOConfig(env=two_cartpoles, multi_agent=MultiAgent({"shared": PolicySpec(config={"lr": -1})},
+                                                                    shared)))  # fmt: skip
+    with pytest.raises(ConfigError, match="policies_to_train: expected some of"):
+        MultiAgent({"shared": PolicySpec()}, shared, policies_to_train=("other",))
+    with pytest.raises(ConfigError, match="evaluation"):
+        A.PPO(A.PPOConfig(env=two_cartpoles, multi_agent=SHARED, evaluation_interval=1))
+
+
+def test_agents_with_different_spaces_each_get_their_policy() -> None:
+    from mpe2 import simple_adversary_v3
+
+    algo = A.PPO(A.PPOConfig(env=simple_adversary_v3.parallel_env,
+                             multi_agent=MultiAgent({p: PolicySpec() for p in ("adversary_0", "agent_0", "agent_1")},
+                                                    per_agent)))  # fmt: skip
+    assert algo.spaces["adversary_0"].observation.shape == (8,)
+    assert algo.spaces["agent_0"].observation.shape == (10,)
