@@ -37,6 +37,7 @@ from ..rl.policy import FlatWeights
 from ..rl.sampling.multi_agent_worker import MappedPolicy
 from ..rl.sampling.worker_set import WorkerSet
 from ._config import AlgorithmConfig
+from ._league import league_play
 from ._recipe import MultiAgentWorkers, Plan, PolicyModel, Recipe, Resources, Run, Spaces, Workers
 
 __all__ = ["PolicyLearners", "PolicyWorkers", "multi_agent_recipe", "policy_config"]
@@ -77,15 +78,25 @@ class SharedRollouts:
     def __init__(self, workers: WorkerSet, policies: Sequence[str], ctx: FlowContext) -> None:
         self.workers, self.policies, self.ctx = workers, list(policies), ctx
         self.branches: dict[str, AsyncIterator[MultiAgentBatch]] | None = None
+        self.outcomes: dict[str, list[float]] = {}
+        """Policy id -> its agents' returns of the episodes finished since a reader cleared it
+        (a league's games)."""
 
     def branch(self, policy_id: str, mode: str, num_async: int) -> AsyncIterator[MultiAgentBatch]:
         if self.branches is None:
             from ..flow.rollouts import parallel_rollouts
 
             sampled = parallel_rollouts(self.workers, mode, num_async, ctx=self.ctx)  # type: ignore[arg-type]
-            stream = cast(AsyncIterator[MultiAgentBatch], sampled)
+            stream = self._note_outcomes(cast(AsyncIterator[MultiAgentBatch], sampled))
             self.branches = dict(zip(self.policies, duplicate(stream, len(self.policies)), strict=True))
         return self.branches[policy_id]
+
+    async def _note_outcomes(self, batches: AsyncIterator[MultiAgentBatch]) -> AsyncIterator[MultiAgentBatch]:
+        async with closing(batches) as items:
+            async for batch in items:
+                for pid, returns in self.outcomes.items():
+                    returns.extend(batch.policy_returns.get(pid, []))
+                yield batch
 
 
 class PolicyWorkers(WorkerSet):
@@ -197,7 +208,12 @@ def multi_agent_recipe(base: Recipe[Any, Any, Any]) -> Recipe[Any, PolicyLearner
             view = PolicyWorkers(run.workers, pid, shared)
             sub = base.plan(Run(configs[pid], view, run.learner.by_id[pid], (run.resources or {}).get(pid)))
             plans.append(_in_context(sub, ctx.child(pid), pid))
-        return _with_policies(report_metrics(_rounds(concurrently(plans, "async"), trained, ctx), ctx), ctx, trained)
+        results = _with_policies(report_metrics(_rounds(concurrently(plans, "async"), trained, ctx), ctx), ctx, trained)
+        if ma.league is None:
+            return results
+        shared.outcomes["main"] = []
+        return league_play(results, ma.league, outcomes=shared.outcomes["main"], workers=run.workers,
+                           learners=run.learner.by_id, ctx=ctx, seed=run.config.seed)  # fmt: skip
 
     resources = None
     if base.resources is not None:

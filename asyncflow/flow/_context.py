@@ -110,6 +110,9 @@ class FlowContext:
         of each (Atari's ``training_return``: the per-life, clipped-reward episodes the learner saw)."""
         self.measured: set[str] = set()
         """The counters that samplers measured (``SampleBatch.metrics``): results report each."""
+        self.extras: dict[str, Any] = {}
+        """What operators keep across iterations and checkpoints (plain values and arrays: a
+        self-play league)."""
         self.children: dict[str, FlowContext] = {}
         """The contexts of the plans inside this one (a multi-agent run's, by policy id)."""
 
@@ -193,6 +196,7 @@ class FlowContext:
             "workers_restarted": self.workers_restarted,
             "elapsed_s": time.perf_counter() - self.start_time,
             "children": {name: child.get_state() for name, child in self.children.items()},
+            "extras": self.extras,
         }
 
     def set_state(self, state: dict[str, Any]) -> None:
@@ -211,6 +215,7 @@ class FlowContext:
         self.episodes_total = state["episodes_total"]
         self.workers_restarted = state["workers_restarted"]
         self.start_time = time.perf_counter() - state["elapsed_s"]  # time_total_s runs on
+        self.extras = dict(state.get("extras", {}))
         for name, child in state.get("children", {}).items():
             self.child(name).set_state(child)
 

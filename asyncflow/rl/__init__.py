@@ -40,7 +40,7 @@ if TYPE_CHECKING:
     from .learners.device import resolve_device
     from .learners.vtrace import vtrace
     from .models import ActorCriticModel, ContinuousModel, ModelConfig, ModelSpec, QModel
-    from .multi_agent import MultiAgent, PolicySpec
+    from .multi_agent import League, MultiAgent, PolicySpec
     from .policies.actor_critic import ActorCritic, ActorCriticPolicy, LossFn
     from .policies.continuous import DeterministicPolicy, SquashedGaussianPolicy
     from .policies.epsilon_greedy import EpsilonGreedyPolicy
@@ -68,6 +68,7 @@ _MODULES = {
     "EpisodeBook": "sampling.trajectory",
     "EpsilonGreedyPolicy": "policies.epsilon_greedy",
     "FlatWeights": "policy",
+    "League": "multi_agent",
     "Learner": "policy",
     "LossFn": "policies.actor_critic",
     "MappedPolicy": "sampling.multi_agent_worker",
@@ -134,6 +135,7 @@ __all__ = [
     "EpisodeBook",
     "EpsilonGreedyPolicy",
     "FlatWeights",
+    "League",
     "Learner",
     "LossFn",
     "MappedPolicy",

@@ -9,7 +9,9 @@ policy may play either side of a game from one episode to the next (self-play).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+import dataclasses
+import functools
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -17,7 +19,9 @@ import gymnasium as gym
 
 from ..errors import ConfigError
 
-__all__ = ["MultiAgent", "PolicySpec"]
+__all__ = ["League", "MultiAgent", "PolicySpec", "main_side"]
+
+SAMPLING = ("uniform", "pfsp")
 
 
 @dataclass(frozen=True)
@@ -33,6 +37,49 @@ class PolicySpec:
 
 
 @dataclass(frozen=True)
+class League:
+    """Self-play against a league of the learning policy's frozen past selves.
+
+    The learning policy (``"main"``) plays one side of each game, a snapshot of itself (as the
+    ``"opponent"`` policy) the other. A snapshot of ``main`` joins the league every
+    ``snapshot_every`` iterations, or once ``main`` wins ``win_rate_threshold`` of its latest
+    ``window`` games against the current opponent; after each snapshot the next opponent is
+    drawn: uniformly, or by prioritized fictitious self-play (``"pfsp"``: in proportion to
+    ``(1 - main's win rate against it) ** 2``, Vinyals et al. 2019, so that the snapshots it
+    beats least come most often). A game's outcome is the sign of ``main``'s return in it."""
+
+    snapshot_every: int | None = 10
+    """Iterations between two snapshots (None: only on the win rate)."""
+    win_rate_threshold: float | None = 0.8
+    """``main``'s win rate over ``window`` games against the current opponent that adds a
+    snapshot (None: only on the schedule)."""
+    window: int = 100
+    """Games the win rate covers."""
+    sampling: str = "pfsp"
+    """How the next opponent is drawn: ``"uniform"`` or ``"pfsp"``."""
+    max_snapshots: int = 50
+    """The league's size: the oldest snapshot but the first leaves when one more joins."""
+
+    def __post_init__(self) -> None:
+        if self.snapshot_every is None and self.win_rate_threshold is None:
+            raise ConfigError("league: give snapshot_every, win_rate_threshold or both")
+        if self.snapshot_every is not None and self.snapshot_every < 1:
+            raise ConfigError(f"league.snapshot_every: must be >= 1, got {self.snapshot_every}")
+        if self.win_rate_threshold is not None and not 0 < self.win_rate_threshold <= 1:
+            raise ConfigError(f"league.win_rate_threshold: must be in (0, 1], got {self.win_rate_threshold}")
+        if self.window < 1 or self.max_snapshots < 2:
+            raise ConfigError(f"league: window must be >= 1 and max_snapshots >= 2, got {self.window}, "
+                              f"{self.max_snapshots}")  # fmt: skip
+        if self.sampling not in SAMPLING:
+            raise ConfigError(f"league.sampling: must be 'uniform' or 'pfsp', got {self.sampling!r}")
+
+
+def main_side(agent: str, episode: int, agents: tuple[str, ...] = ("player_0", "player_1")) -> str:
+    """Self-play's mapping: ``main`` plays ``agents[episode % len(agents)]``, a snapshot the rest."""
+    return "main" if agent == agents[episode % len(agents)] else "opponent"
+
+
+@dataclass(frozen=True)
 class MultiAgent:
     """The policies of a multi-agent run and which agent each acts for."""
 
@@ -43,6 +90,19 @@ class MultiAgent:
     (sent to the workers: a module-level function, where the run is to be checkpointed)."""
     policies_to_train: tuple[str, ...] | None = None
     """The policies that learn (None: all); the others act with the weights they have."""
+    league: League | None = None
+    """Self-play (``MultiAgent.self_play``): ``main`` learns against snapshots of itself."""
+
+    @classmethod
+    def self_play(cls, agents: Sequence[str], league: League | None = None, **config: Any) -> MultiAgent:
+        """``main`` learns, taking each side of the game (``agents``, in turn order) in turn
+        from one episode to the next; ``opponent`` plays the others with a snapshot from the
+        league; ``config`` is ``main``'s own fields (``PolicySpec.config``)."""
+        if len(agents) < 2:
+            raise ConfigError(f"self_play: a game of two or more agents, got {list(agents)}")
+        mapping = functools.partial(main_side, agents=tuple(agents))
+        return cls({"main": PolicySpec(config=config), "opponent": PolicySpec(config=config)}, mapping, ("main",),
+                   league or League())  # fmt: skip
 
     def __post_init__(self) -> None:
         if not isinstance(self.policies, Mapping) or not self.policies:
@@ -56,6 +116,12 @@ class MultiAgent:
                 raise ConfigError(f"multi_agent.policies[{pid!r}]: give both spaces or neither")
         if not callable(self.policy_mapping):
             raise ConfigError(f"multi_agent.policy_mapping: expected a callable, got {self.policy_mapping!r}")
+        if self.league is not None:
+            if not isinstance(self.league, League):
+                raise ConfigError(f"multi_agent.league: expected a League, got {type(self.league).__name__}")
+            if set(self.policies) != {"main", "opponent"} or self.trained != ("main",):
+                raise ConfigError("multi_agent.league: self-play trains policy 'main' against 'opponent' "
+                                  "(MultiAgent.self_play builds both)")  # fmt: skip
         if self.policies_to_train is not None:
             unknown = sorted(set(self.policies_to_train) - set(self.policies))
             if unknown or not self.policies_to_train:
@@ -67,7 +133,7 @@ class MultiAgent:
         """A ``MultiAgent`` from plain values (a config file's, a checkpoint's): each policy a
         ``PolicySpec`` or the mapping of its fields, the mapping a callable or ``"module:function"``
         (code: the config names it)."""
-        unknown = sorted(set(value) - {"policies", "policy_mapping", "policies_to_train"})
+        unknown = sorted(set(value) - {"policies", "policy_mapping", "policies_to_train", "league"})
         if unknown or "policies" not in value or "policy_mapping" not in value:
             raise ConfigError(f"multi_agent: expected the fields policies, policy_mapping and (optional) "
                               f"policies_to_train, got {sorted(value)}")  # fmt: skip
@@ -88,7 +154,10 @@ class MultiAgent:
 
             mapping = import_attribute(mapping, "multi_agent.policy_mapping")
         trained = value.get("policies_to_train")
-        return cls(specs, mapping, None if trained is None else tuple(trained))
+        league = value.get("league")
+        if isinstance(league, Mapping):
+            league = League(**league)
+        return cls(specs, mapping, None if trained is None else tuple(trained), league)
 
     def to_dict(self) -> dict[str, Any]:
         """The fields as plain mappings (``from_dict`` takes them back)."""
@@ -97,6 +166,7 @@ class MultiAgent:
                                "action_space": spec.action_space} for pid, spec in self.policies.items()},
             "policy_mapping": self.policy_mapping,
             "policies_to_train": self.policies_to_train,
+            "league": None if self.league is None else dataclasses.asdict(self.league),
         }  # fmt: skip
 
     @property
