@@ -175,7 +175,10 @@ class Algorithm:
         if c.output is not None:
             check_space(spaces.observation, "output: the observation space")
             check_space(spaces.action, "output: the action space")
-        self._check_model(models["default"], spaces)
+        if recipe.model_spaces is not None:  # its model sees part of the spaces (QMIX: one agent's)
+            self._check_model(models["default"], Spaces(*recipe.model_spaces(spaces.observation, spaces.action)))
+        else:
+            self._check_model(models["default"], spaces)
         return spaces
 
     def _check_multi_agent_env(self, models: Mapping[str, PolicyModel]) -> dict[str, Spaces]:

@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from .marwil import BC, MARWIL, BCConfig, MARWILConfig
     from .pg import PG, PGConfig
     from .ppo import PPO, PPOConfig
+    from .qmix import QMIX, QMIXConfig
     from .sac import SAC, SACConfig
     from .td3 import DDPG, TD3, DDPGConfig, TD3Config
     from .two_trainer import TwoTrainer, TwoTrainerConfig
@@ -51,6 +52,7 @@ _NAMES = {  # the name on the command line: (module, algorithm class)
     "ddpg": ("td3", "DDPG"),
     "td3": ("td3", "TD3"),
     "two_trainer": ("two_trainer", "TwoTrainer"),
+    "qmix": ("qmix", "QMIX"),
     "bc": ("marwil", "BC"),
     "marwil": ("marwil", "MARWIL"),
     "cql": ("cql", "CQL"),
@@ -113,5 +115,7 @@ __all__ = [
     "MARWILConfig",
     "CQL",
     "CQLConfig",
+    "QMIX",
+    "QMIXConfig",
     "recipes",
 ]

@@ -192,6 +192,9 @@ class Recipe(Generic[C, L, R]):
     learners: Callable[[L], list[Any]] = one_learner
     """The learners (torch modules) inside what ``learner`` built: their models decide the
     learner thread's torch threads."""
+    model_spaces: Callable[[gym.Space[Any], gym.Space[Any]], tuple[gym.Space[Any], gym.Space[Any]]] | None = None
+    """The spaces its model acts in, from the env's, where they differ (QMIX's agent network:
+    one agent's, from the team's)."""
     live_fields: tuple[str, ...] = ()
     """Config fields besides ``learner.lr`` that may change while it trains
     (``Algorithm.change_config``, population-based training): those only its loss (through the
