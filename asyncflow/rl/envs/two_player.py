@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["Player", "play_games", "random_player"]
+__all__ = ["Player", "connect_four_lookahead", "play_games", "random_player"]
 
 Player = Callable[[Any, np.random.Generator], int]
 
@@ -18,6 +18,34 @@ Player = Callable[[Any, np.random.Generator], int]
 def random_player(obs: Any, rng: np.random.Generator) -> int:
     """A uniformly random legal move."""
     return int(rng.choice(np.flatnonzero(obs["action_mask"])))
+
+
+def _connects(board: np.ndarray, column: int, plane: int) -> bool:
+    """Whether dropping a piece of ``plane`` (0: the mover's, 1: the other's) in ``column``
+    of connect four's ``(6, 7, 2)`` board makes four in a row."""
+    pieces = board[..., plane].astype(bool).copy()
+    row = int(np.flatnonzero(~(board[:, column, 0] + board[:, column, 1]).astype(bool)).max())
+    pieces[row, column] = True
+    for dr, dc in ((0, 1), (1, 0), (1, 1), (1, -1)):
+        count = 1
+        for sign in (1, -1):
+            r, c = row + sign * dr, column + sign * dc
+            while 0 <= r < 6 and 0 <= c < 7 and pieces[r, c]:
+                count, r, c = count + 1, r + sign * dr, c + sign * dc
+        if count >= 4:
+            return True
+    return False
+
+
+def connect_four_lookahead(obs: Any, rng: np.random.Generator) -> int:
+    """PettingZoo connect four's one-move-lookahead player: it wins when a move wins, blocks
+    when the other player would win next, and else plays a random legal move."""
+    board, legal = obs["observation"], np.flatnonzero(obs["action_mask"])
+    for plane in (0, 1):  # win, else block
+        for column in legal:
+            if _connects(board, int(column), plane):
+                return int(column)
+    return int(rng.choice(legal))
 
 
 def play_games(env_fn: Callable[[], Any], player: Player, opponent: Player, games: int,

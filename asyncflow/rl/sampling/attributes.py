@@ -5,9 +5,11 @@ trusts the file (unpickling runs code); see ``algorithms/_checkpoint.py``."""
 
 from __future__ import annotations
 
+import io
 from typing import Any
 
 import cloudpickle
+from gymnasium.utils import EzPickle
 
 from ..data.state_tree import Pickled
 
@@ -19,14 +21,31 @@ def pickle_attributes(obj: Any, skip: tuple[str, ...] = ()) -> bytes:
     return cloudpickle.dumps({k: v for k, v in vars(obj).items() if k not in skip})  # type: ignore[no-any-return]
 
 
+class _NotExact(Exception):
+    pass
+
+
+class _ExactPickler(cloudpickle.Pickler):  # type: ignore[misc]
+    """Refuses what would not come back as it was: gymnasium's ``EzPickle`` objects (Box2D
+    envs, every PettingZoo env) pickle their constructor's arguments, not their state, so an
+    env mid-episode would come back new and never reset."""
+
+    def reducer_override(self, obj: Any) -> Any:
+        if isinstance(obj, EzPickle):
+            raise _NotExact
+        return super().reducer_override(obj)
+
+
 def pickled_attributes(obj: Any, what: str) -> Pickled | None:
     """``pickle_attributes(obj)`` as a ``Pickled`` blob that says what it holds, or None where
-    something in ``obj`` cannot be pickled (an env that holds a socket): a checkpoint then
-    restores the rest, and the envs start new episodes."""
+    something in ``obj`` cannot be pickled (an env that holds a socket) or would not come back
+    as it was (``EzPickle``): a checkpoint then restores the rest, and the envs start new episodes."""
+    buffer = io.BytesIO()
     try:
-        return Pickled(pickle_attributes(obj), what)
+        _ExactPickler(buffer).dump(dict(vars(obj)))
     except Exception:  # noqa: BLE001 - anything pickling raises: the exact state is optional
         return None
+    return Pickled(buffer.getvalue(), what)
 
 
 def restore_exactly(obj: Any, state: Any) -> bool:

@@ -1,0 +1,89 @@
+"""Self-play against a league of past selves, on PettingZoo's connect four (turn-based, masked)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+
+from asyncflow import algorithms as A
+from asyncflow.errors import ConfigError
+from asyncflow.rl import League, MultiAgent, PolicySpec
+from asyncflow.rl.envs.two_player import connect_four_lookahead, play_games, random_player
+
+connect_four_module = pytest.importorskip("pettingzoo.classic.connect_four.connect_four")
+
+
+def connect_four() -> Any:
+    return connect_four_module.raw_env()  # no illegal-move wrapper: an illegal move raises
+
+
+def _greedy(policy: Any) -> Any:
+    def play(obs: Any, rng: np.random.Generator) -> int:
+        return int(policy.greedy_actions({k: v[None] for k, v in obs.items()})[0])
+
+    return play
+
+
+def test_the_lookahead_player_wins_and_blocks() -> None:
+    env = connect_four()
+    env.reset(seed=0)
+    for column in (0, 1, 0, 1, 0):  # player_0 has three in column 0, player_1 two in column 1
+        env.step(column)
+    obs = env.observe("player_1")  # to move: it must block column 0
+    assert connect_four_lookahead(obs, np.random.default_rng(0)) == 0
+    env.step(1)  # player_1 does not block; now player_0 can win in column 0
+    assert connect_four_lookahead(env.observe("player_0"), np.random.default_rng(0)) == 0
+    rates = play_games(connect_four, connect_four_lookahead, random_player, 40)
+    assert rates["win_rate"] >= 0.85  # it beats a random player nearly always
+
+
+@pytest.mark.slow
+async def test_self_play_ppo_beats_a_random_player_and_keeps_its_league(tmp_path: Any) -> None:
+    ma = MultiAgent.self_play(("player_0", "player_1"), League(snapshot_every=3, max_snapshots=4))
+    config = A.PPOConfig(env=connect_four, multi_agent=ma, num_workers=2, seed=0, entropy_coeff=0.01)
+    async with A.PPO(config) as algo:
+        async for result in algo.train():
+            if result.num_env_steps_sampled >= 45_000:
+                break
+        league = result["league"]
+        rates = play_games(connect_four, _greedy(algo.learner.by_id["main"]), random_player, 200)
+        path = await algo.save(tmp_path / "ckpt")
+        opponent = algo.learner.by_id["opponent"].get_weights().vector.copy()
+    assert rates["win_rate"] >= 0.95, rates
+    assert league["size"] == 4  # snapshots every 3 iterations, at most 4 (the first one kept)
+    assert league["games"] > 0 and league["win_rate"] + league["draw_rate"] + league["loss_rate"] == pytest.approx(1)
+    assert league["rating"] > 1000  # main has gained on the snapshots it played
+    assert set(league["ratings"]) >= {"snapshot_0"}  # main as it started stays
+    snapshot = next(s for s in algo.ctx.extras["league"]["snapshots"] if s["id"] == league["opponent"])
+    np.testing.assert_array_equal(opponent, snapshot["weights"])  # the opponent played is the drawn snapshot
+    restored = A.PPO.restore(path, trust_code=True)
+    async with restored:
+        assert [s["id"] for s in restored.ctx.extras["league"]["snapshots"]] == [
+            s["id"] for s in algo.ctx.extras["league"]["snapshots"]]  # fmt: skip
+        after = await anext(restored.train())
+    assert after["league"]["size"] >= 4
+
+
+async def test_the_league_adds_a_snapshot_on_the_win_rate() -> None:
+    ma = MultiAgent.self_play(("player_0", "player_1"), League(snapshot_every=None, win_rate_threshold=0.5, window=20))
+    config = A.PPOConfig(env=connect_four, multi_agent=ma, num_workers=1, seed=0, train_batch_size=512)
+    async with A.PPO(config) as algo:
+        sizes = []
+        async for result in algo.train():
+            sizes.append(result["league"]["size"])
+            if result.training_iteration >= 6:
+                break
+    assert sizes[-1] > 1  # main wins half its games against its first self soon enough
+
+
+def test_self_play_bad_input_is_one_line() -> None:
+    with pytest.raises(ConfigError, match="give snapshot_every, win_rate_threshold or both"):
+        League(snapshot_every=None, win_rate_threshold=None)
+    with pytest.raises(ConfigError, match="sampling: must be 'uniform' or 'pfsp'"):
+        League(sampling="elo")
+    with pytest.raises(ConfigError, match="self-play trains policy 'main'"):
+        MultiAgent({"a": PolicySpec()}, lambda agent: "a", league=League())
+    with pytest.raises(ConfigError, match="a game of two or more agents"):
+        MultiAgent.self_play(("player_0",))
