@@ -111,6 +111,10 @@ def _build_parser() -> argparse.ArgumentParser:
     train.add_argument("algo", nargs="?", choices=sorted(ALGORITHMS), help="algorithm (not with --resume)")
     _config_arguments(train)
     train.add_argument("--seed", type=int, help="random seed")
+    train.add_argument("--multi-agent", choices=["shared", "per-agent", "self-play"],
+                       help="a multi-agent env's agents: one shared policy, one policy each, or self-play against "
+                            "a league of past selves (two-player games)")  # fmt: skip
+    train.add_argument("--self-play", action="store_true", help="--multi-agent self-play")
     train.add_argument("--output", help="write what the workers sample to this folder, as Minari datasets")
     train.add_argument("--input", help="learn from this dataset folder (offline algorithms: bc, marwil, cql)")
     _stop_arguments(train)
@@ -247,9 +251,29 @@ def _make_config(cls: Any, args: argparse.Namespace) -> Any:
             offline = ", ".join(sorted(n for n, c in ALGORITHMS.items() if not c.recipe.samples))
             raise ConfigError(f"--input: {cls.recipe.name} learns from an env; these learn from a dataset: {offline}")
         fields["input"] = args.input
+    kind = "self-play" if getattr(args, "self_play", False) else getattr(args, "multi_agent", None)
+    if kind is not None:
+        fields["multi_agent"] = _multi_agent(kind, fields.get("env"))
     fields.update(_placement(args))
     fields.update(_parse_sets(args.set))
     return cls.config_class(**fields)  # ConfigError before anything starts
+
+
+def _multi_agent(kind: str, env: Any) -> Any:
+    """``--multi-agent``: the mapping for the env's agents (built once here to learn them)."""
+    from .rl.envs.multi_agent import make_multi_agent_env
+    from .rl.multi_agent import MultiAgent
+
+    if env is None:
+        raise ConfigError(f"--multi-agent {kind}: give the multi-agent env (--env module:function)")
+    probe = make_multi_agent_env(env)
+    agents = list(probe.possible_agents)
+    probe.close()
+    if kind == "shared":
+        return MultiAgent.shared()
+    if kind == "per-agent":
+        return MultiAgent.per_agent(agents)
+    return MultiAgent.self_play(agents)
 
 
 def _placement(args: argparse.Namespace) -> dict[str, Any]:

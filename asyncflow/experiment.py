@@ -357,6 +357,11 @@ class Progress:
         evaluation = result.get("evaluation")
         if evaluation is not None:
             ret_text += f" eval {evaluation['episode_return_mean']:.1f}"
+        league = result.get("league")
+        if league is not None:  # self-play: the game's return sums to 0, main's wins say more
+            ret_text += f" win {league['win_rate']:.2f} league {league['size']} elo {league['rating']:.0f}"
+        elif len(policies := result.get("policy_return_mean") or {}) > 1:
+            ret_text += " (" + ", ".join(f"{p} {r:.1f}" for p, r in policies.items()) + ")"
         if self._bar is not None:
             self._bar.n = result[counted]
             self._bar.set_postfix_str(f"iter {result['training_iteration']} return {ret_text} {left_text}")

@@ -191,6 +191,15 @@ class Algorithm:
         given = {} if c.multi_agent is None else {
             pid: Spaces(spec.observation_space, spec.action_space)
             for pid, spec in c.multi_agent.policies.items() if spec.observation_space is not None}  # fmt: skip
+
+        def trainer(pid: str) -> str:  # the algorithm that trains a policy, by its class's name
+            other = None if c.multi_agent is None else c.multi_agent.policies[pid].algorithm
+            if other is None:
+                return ""
+            from .algorithms import ALGORITHMS
+
+            return ALGORITHMS[other].__name__
+
         try:
             spaces: dict[str, Spaces] = dict(given)
             whose: dict[str, str] = {}
@@ -201,7 +210,7 @@ class Algorithm:
                         raise ConfigError(f"policy_mapping_fn: {agent!r} -> {pid!r}; expected one of {sorted(models)}")
                     have = Spaces(env.observation_spaces[agent], env.action_spaces[agent])
                     if pid not in spaces:
-                        self._check_model(models[pid], have, field=f"env ({agent})")
+                        self._check_model(models[pid], have, field=f"env ({agent})", algorithm=trainer(pid))
                         spaces[pid], whose[pid] = have, agent
                     elif spaces[pid] != have:
                         other = f"those of agent {whose[pid]!r}" if pid in whose else "its PolicySpec's"
@@ -210,7 +219,7 @@ class Algorithm:
                                           f"({have.observation}, {have.action})")  # fmt: skip
             for pid, have in given.items():
                 if pid not in whose:
-                    self._check_model(models[pid], have, field=f"multi_agent.policies[{pid!r}]")
+                    self._check_model(models[pid], have, field=f"multi_agent.policies[{pid!r}]", algorithm=trainer(pid))
             missing = sorted(set(models) - set(spaces))
             if missing:
                 raise ConfigError(f"policy_mapping_fn: every policy needs an agent (none maps to {missing} in the "
@@ -219,11 +228,11 @@ class Algorithm:
         finally:
             env.close()
 
-    def _check_model(self, policy: PolicyModel, spaces: Spaces, field: str = "env") -> None:
+    def _check_model(self, policy: PolicyModel, spaces: Spaces, field: str = "env", algorithm: str = "") -> None:
         """ConfigError unless the policy can act in these spaces with the model it builds,
-        checked on a sample observation."""
+        checked on a sample observation (``algorithm``: who trains it, if not this run's)."""
         custom = custom_model(policy.spec) is not None
-        name, options = type(self).__name__, dict(policy.options)
+        name, options = algorithm or type(self).__name__, dict(policy.options)
         check_observation_space(spaces.observation, custom_model=custom, field=field)
         has_action_mask(spaces.observation, spaces.action)  # a mask that does not fit the actions: ConfigError
         check_action_space(spaces.action, policy.family, name, field=field)

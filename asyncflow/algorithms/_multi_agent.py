@@ -43,15 +43,52 @@ from ._recipe import MultiAgentWorkers, Plan, PolicyModel, Recipe, Resources, Ru
 __all__ = ["PolicyLearners", "PolicyWorkers", "multi_agent_recipe", "policy_config"]
 
 
+SHARED = ("env", "environment", "rollouts", "evaluation", "gamma", "seed", "metrics_smoothing_episodes")
+"""What a policy trained by another algorithm (``PolicySpec.algorithm``) takes from the run."""
+
+
 def policy_config(config: AlgorithmConfig, policy_id: str) -> Any:
     """The config one policy of a multi-agent run trains with: the run's, with its
-    ``PolicySpec.config`` over it, and no ``multi_agent``."""
+    ``PolicySpec.config`` over it, and no ``multi_agent``; for a policy of another algorithm,
+    that algorithm's with the run's ``SHARED`` fields."""
     ma = config.multi_agent
     assert ma is not None
+    spec = ma.policies[policy_id]
     try:
-        return config.replace(multi_agent=None, **dict(ma.policies[policy_id].config))
+        if spec.algorithm is None:
+            return config.replace(multi_agent=None, **dict(spec.config))
+        shared = {name: getattr(config, name) for name in SHARED}
+        return policy_recipe(config, policy_id).config.build({}, **shared, **dict(spec.config))
     except ConfigError as exc:
         raise ConfigError(f"multi_agent.policies[{policy_id!r}].config: {exc}") from None
+
+
+def policy_recipe(config: AlgorithmConfig, policy_id: str, base: Recipe[Any, Any, Any] | None = None) -> Any:
+    """The recipe that trains one policy: ``PolicySpec.algorithm``'s, else the run's (``base``)."""
+    ma = config.multi_agent
+    assert ma is not None
+    name = ma.policies[policy_id].algorithm
+    if name is None:
+        assert base is not None
+        return base
+    from . import ALGORITHMS
+
+    if name not in ALGORITHMS:
+        raise ConfigError(f"multi_agent.policies[{policy_id!r}].algorithm: no algorithm {name!r}; expected one of "
+                          f"{sorted(ALGORITHMS)}")  # fmt: skip
+    recipe = ALGORITHMS[name].recipe
+    _check_mappable(recipe)
+    return recipe
+
+
+def _check_mappable(recipe: Recipe[Any, Any, Any]) -> None:
+    caps, name = recipe.capabilities, recipe.config.__name__.removesuffix("Config")
+    if caps.multi_agent:
+        raise ConfigError(f"multi_agent: {name} is a multi-agent plan already; give its own fields")
+    if not recipe.samples:
+        raise ConfigError(f"multi_agent: {name} learns from a dataset, not from a multi-agent env")
+    if not caps.policy_mapping:
+        raise ConfigError(f"multi_agent: not available for {name} ({caps.policy_mapping_reason})")
 
 
 class PolicyLearners:
@@ -168,45 +205,42 @@ async def _with_policies(results: AsyncIterator[Result], ctx: FlowContext, polic
 
 def multi_agent_recipe(base: Recipe[Any, Any, Any]) -> Recipe[Any, PolicyLearners, dict[str, Any]]:
     """``base`` on a multi-agent env, one learner and one plan per policy (the module docstring)."""
+    _check_mappable(base)
     caps = base.capabilities
-    name = base.config.__name__.removesuffix("Config")
-    if caps.multi_agent:
-        raise ConfigError(f"multi_agent: {name} is a multi-agent plan already; give its own fields")
-    if not base.samples:
-        raise ConfigError(f"multi_agent: {name} learns from a dataset, not from a multi-agent env")
-    if not caps.policy_mapping:
-        raise ConfigError(f"multi_agent: not available for {name} ({caps.policy_mapping_reason})")
+    recipe_of: dict[str, Recipe[Any, Any, Any]] = {}  # by policy id, as the config says (learners() has no config)
 
-    def each(config: AlgorithmConfig) -> dict[str, Any]:
+    def each(config: AlgorithmConfig) -> dict[str, tuple[Recipe[Any, Any, Any], Any]]:
         ma: MultiAgent = config.multi_agent  # type: ignore[assignment]
-        return {pid: policy_config(config, pid) for pid in ma.policies}
+        recipe_of.update({pid: policy_recipe(config, pid, base) for pid in ma.policies})
+        return {pid: (recipe_of[pid], policy_config(config, pid)) for pid in ma.policies}
 
     def models(config: AlgorithmConfig) -> Mapping[str, PolicyModel]:
-        return {pid: base.models(c)["default"] for pid, c in each(config).items()}
+        return {pid: r.models(c)["default"] for pid, (r, c) in each(config).items()}
 
     def workers(config: AlgorithmConfig, spaces: Mapping[str, Spaces] | None) -> MultiAgentWorkers:
         ma: MultiAgent = config.multi_agent  # type: ignore[assignment]
         policies = {}
-        for pid, c in each(config).items():
-            spec = base.workers(c, None if spaces is None else spaces[pid])
+        for pid, (r, c) in each(config).items():
+            spec = r.workers(c, None if spaces is None else spaces[pid])
             assert isinstance(spec, Workers)
             policies[pid] = MappedPolicy(spec.policy, spec.postprocess, spec.n_step, spec.use_critic, spec.lam)
         return MultiAgentWorkers(policies, ma.policy_mapping)
 
     def learner(config: AlgorithmConfig, spaces: Mapping[str, Spaces]) -> PolicyLearners:
-        return PolicyLearners({pid: base.learner(c, spaces[pid]) for pid, c in each(config).items()})
+        return PolicyLearners({pid: r.learner(c, spaces[pid]) for pid, (r, c) in each(config).items()})
 
     def learners(built: PolicyLearners) -> list[Any]:
-        return [one for learner in built.by_id.values() for one in base.learners(learner)]
+        return [one for pid, learner in built.by_id.items() for one in recipe_of.get(pid, base).learners(learner)]
 
     def plan(run: Run[Any, PolicyLearners, dict[str, Any]]) -> Plan:
         ma: MultiAgent = run.config.multi_agent
-        ctx, trained, configs = current_context(), ma.trained, each(run.config)
+        ctx, trained, parts = current_context(), ma.trained, each(run.config)
         shared = SharedRollouts(run.workers, trained, ctx)
         plans = []
         for pid in trained:
             view = PolicyWorkers(run.workers, pid, shared)
-            sub = base.plan(Run(configs[pid], view, run.learner.by_id[pid], (run.resources or {}).get(pid)))
+            r, c = parts[pid]
+            sub = r.plan(Run(c, view, run.learner.by_id[pid], (run.resources or {}).get(pid)))
             plans.append(_in_context(sub, ctx.child(pid), pid))
         results = _with_policies(report_metrics(_rounds(concurrently(plans, "async"), trained, ctx), ctx), ctx, trained)
         if ma.league is None:
@@ -215,23 +249,23 @@ def multi_agent_recipe(base: Recipe[Any, Any, Any]) -> Recipe[Any, PolicyLearner
         return league_play(results, ma.league, outcomes=shared.outcomes["main"], workers=run.workers,
                            learners=run.learner.by_id, ctx=ctx, seed=run.config.seed)  # fmt: skip
 
-    resources = None
-    if base.resources is not None:
-        opens, saves, loads = base.resources.open, base.resources.save, base.resources.load
+    def held(config: AlgorithmConfig) -> dict[str, tuple[Resources[Any, Any], Any]]:
+        """The policies whose algorithm's plan uses resources (a replay buffer): those, and the config."""
+        return {pid: (r.resources, c) for pid, (r, c) in each(config).items() if r.resources is not None}
 
-        async def open_all(config: AlgorithmConfig, runtime: Runtime) -> dict[str, Any]:
-            return {pid: await opens(c, runtime) for pid, c in each(config).items()}
+    async def open_all(config: AlgorithmConfig, runtime: Runtime) -> dict[str, Any]:
+        return {pid: await res.open(c, runtime) for pid, (res, c) in held(config).items()}
 
-        async def save_all(config: AlgorithmConfig, opened: dict[str, Any]) -> Any:
-            configs = each(config)
-            return {pid: await saves(configs[pid], r) for pid, r in opened.items()}
+    async def save_all(config: AlgorithmConfig, opened: dict[str, Any]) -> Any:
+        parts = held(config)
+        return {pid: await parts[pid][0].save(parts[pid][1], r) for pid, r in opened.items()}
 
-        async def load_all(config: AlgorithmConfig, opened: dict[str, Any], state: Any) -> dict[str, Any]:
-            configs = each(config)
-            return {pid: await loads(configs[pid], r, state[pid]) if state.get(pid) is not None else r
-                    for pid, r in opened.items()}  # fmt: skip
+    async def load_all(config: AlgorithmConfig, opened: dict[str, Any], state: Any) -> dict[str, Any]:
+        parts = held(config)
+        return {pid: await parts[pid][0].load(parts[pid][1], r, state[pid]) if state.get(pid) is not None else r
+                for pid, r in opened.items()}  # fmt: skip
 
-        resources = Resources(open=open_all, save=save_all, load=load_all)
+    resources = Resources(open=open_all, save=save_all, load=load_all)
 
     return dataclasses.replace(
         base, models=models, workers=workers, learner=learner, learners=learners, plan=plan,  # type: ignore[arg-type]

@@ -19,7 +19,7 @@ import gymnasium as gym
 
 from ..errors import ConfigError
 
-__all__ = ["League", "MultiAgent", "PolicySpec", "main_side"]
+__all__ = ["League", "MultiAgent", "PolicySpec", "main_side", "own_policy", "shared_policy"]
 
 SAMPLING = ("uniform", "pfsp")
 
@@ -34,6 +34,10 @@ class PolicySpec:
     observation_space: gym.Space[Any] | None = None
     """Its spaces, where no agent maps to it at the first episodes (else its agents')."""
     action_space: gym.Space[Any] | None = None
+    algorithm: str | None = None
+    """Another algorithm trains this policy (its name: ``"dqn"``), with that algorithm's config:
+    the run's env, rollouts, evaluation, ``gamma`` and ``seed``, and ``config`` over it (None:
+    the run's algorithm and config)."""
 
 
 @dataclass(frozen=True)
@@ -74,6 +78,16 @@ class League:
             raise ConfigError(f"league.sampling: must be 'uniform' or 'pfsp', got {self.sampling!r}")
 
 
+def shared_policy(agent: str) -> str:
+    """Every agent acts with one policy, ``"shared"`` (``MultiAgent.shared``)."""
+    return "shared"
+
+
+def own_policy(agent: str) -> str:
+    """Each agent acts with a policy of its own, named as the agent (``MultiAgent.per_agent``)."""
+    return agent
+
+
 def main_side(agent: str, episode: int, agents: tuple[str, ...] = ("player_0", "player_1")) -> str:
     """Self-play's mapping: ``main`` plays ``agents[episode % len(agents)]``, a snapshot the rest."""
     return "main" if agent == agents[episode % len(agents)] else "opponent"
@@ -92,6 +106,16 @@ class MultiAgent:
     """The policies that learn (None: all); the others act with the weights they have."""
     league: League | None = None
     """Self-play (``MultiAgent.self_play``): ``main`` learns against snapshots of itself."""
+
+    @classmethod
+    def shared(cls, **config: Any) -> MultiAgent:
+        """One policy, ``"shared"``, for every agent (``config``: its own fields)."""
+        return cls({"shared": PolicySpec(config=config)}, shared_policy)
+
+    @classmethod
+    def per_agent(cls, agents: Sequence[str], **config: Any) -> MultiAgent:
+        """A policy of its own for each agent, named as the agent."""
+        return cls({agent: PolicySpec(config=config) for agent in agents}, own_policy)
 
     @classmethod
     def self_play(cls, agents: Sequence[str], league: League | None = None, **config: Any) -> MultiAgent:
@@ -143,7 +167,7 @@ class MultiAgent:
         specs = {}
         for pid, spec in policies.items():
             if isinstance(spec, Mapping):
-                extra = sorted(set(spec) - {"config", "observation_space", "action_space"})
+                extra = sorted(set(spec) - {"config", "observation_space", "action_space", "algorithm"})
                 if extra:
                     raise ConfigError(f"multi_agent.policies[{pid!r}]: unknown fields {extra}")
                 spec = PolicySpec(**spec)
@@ -163,7 +187,8 @@ class MultiAgent:
         """The fields as plain mappings (``from_dict`` takes them back)."""
         return {
             "policies": {pid: {"config": dict(spec.config), "observation_space": spec.observation_space,
-                               "action_space": spec.action_space} for pid, spec in self.policies.items()},
+                               "action_space": spec.action_space, "algorithm": spec.algorithm}
+                         for pid, spec in self.policies.items()},
             "policy_mapping": self.policy_mapping,
             "policies_to_train": self.policies_to_train,
             "league": None if self.league is None else dataclasses.asdict(self.league),

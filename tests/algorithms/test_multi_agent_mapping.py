@@ -161,3 +161,44 @@ def test_agents_with_different_spaces_each_get_their_policy() -> None:
                                                     per_agent)))  # fmt: skip
     assert algo.spaces["adversary_0"].observation.shape == (8,)
     assert algo.spaces["agent_0"].observation.shape == (10,)
+
+
+def ppo_or_dqn(agent: str) -> str:
+    return "ppo" if agent == "agent_0" else "dqn"
+
+
+@pytest.mark.slow
+async def test_a_policy_of_another_algorithm_learns_beside_the_run_s_own() -> None:
+    # The two-trainer composition (RLlib Flow, Fig. 9) as a mapping: PPO's run, one policy DQN's.
+    ma = MultiAgent({"ppo": PolicySpec(), "dqn": PolicySpec(algorithm="dqn", config={"lr": 1e-3})}, ppo_or_dqn)
+    config = A.PPOConfig(env=two_cartpoles, multi_agent=ma, num_workers=2, seed=0, train_batch_size=1024,
+                         minibatch_size=128)  # fmt: skip
+    algo = A.PPO(config)
+    assert type(algo.learner or object()).__name__ == "object"  # nothing built before the run starts
+    async with algo:
+        assert type(algo.learner.by_id["dqn"]).__name__ == "DQNLearner"
+        assert len(algo.resources["dqn"]) == 0 and "ppo" not in algo.resources  # DQN's replay buffer only
+        async for result in algo.train():
+            returns = result["policy_return_mean"]
+            if min(returns.values(), default=0) >= 150 or result.num_env_steps_sampled >= 150_000:
+                break
+    assert min(returns.values()) >= 150, returns
+    assert "dqn/mean_q" in result.learner and "ppo/policy_loss" in result.learner
+
+
+def test_a_policy_of_another_algorithm_is_checked_before_any_process() -> None:
+    def one(agent: str) -> str:
+        return "x"
+
+    with pytest.raises(ConfigError, match="algorithm: no algorithm 'dqnn'"):
+        A.PPO(A.PPOConfig(env=two_cartpoles, multi_agent=MultiAgent({"x": PolicySpec(algorithm="dqnn")}, one)))
+    with pytest.raises(ConfigError, match="multi_agent: not available for IMPALA"):
+        A.PPO(A.PPOConfig(env=two_cartpoles, multi_agent=MultiAgent({"x": PolicySpec(algorithm="impala")}, one)))
+    with pytest.raises(ConfigError, match=r"policies\['x'\].config: .*n_step"):
+        A.PPO(
+            A.PPOConfig(
+                env=two_cartpoles, multi_agent=MultiAgent({"x": PolicySpec(algorithm="dqn", config={"n_step": 0})}, one)
+            )
+        )
+    with pytest.raises(ConfigError, match="SAC takes Box actions"):
+        A.PPO(A.PPOConfig(env=two_cartpoles, multi_agent=MultiAgent({"x": PolicySpec(algorithm="sac")}, one)))
