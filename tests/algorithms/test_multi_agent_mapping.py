@@ -202,3 +202,21 @@ def test_a_policy_of_another_algorithm_is_checked_before_any_process() -> None:
         )
     with pytest.raises(ConfigError, match="SAC takes Box actions"):
         A.PPO(A.PPOConfig(env=two_cartpoles, multi_agent=MultiAgent({"x": PolicySpec(algorithm="sac")}, one)))
+
+
+def spread() -> Any:
+    from mpe2 import simple_spread_v3
+
+    return simple_spread_v3.parallel_env(max_cycles=25)
+
+
+@pytest.mark.slow
+async def test_one_shared_ppo_policy_learns_mpe2_simple_spread() -> None:
+    # Three agents cover three landmarks; a random team's mean agent return is about -28.5 here.
+    # benchmarks/multi_agent.py runs one policy per agent beside it, to 200k env steps.
+    config = A.PPOConfig(env=spread, multi_agent=MultiAgent.shared(), num_workers=2, seed=0)
+    async with A.PPO(config) as algo:
+        async for result in algo.train():
+            if result["policy_return_mean"]["shared"] >= -24.5 or result.num_env_steps_sampled >= 100_000:
+                break
+    assert result["policy_return_mean"]["shared"] >= -24.5, result["policy_return_mean"]
