@@ -138,6 +138,7 @@ def _build_parser() -> argparse.ArgumentParser:
     export.add_argument("checkpoint", type=Path)
     export.add_argument("-o", "--output", type=Path, default=Path("policy.pt"))
     export.add_argument("--format", choices=["torchscript", "onnx"], default="torchscript")
+    export.add_argument("--policy", help="a multi-agent checkpoint's policy to export (its id)")
     export.add_argument("--trust-code", action="store_true", help=TRUST_HELP)
     export.add_argument("--debug", action="store_true", help="show full tracebacks")
     plot = sub.add_parser("plot", help="draw learning curves of run folders")
@@ -222,6 +223,7 @@ def _fmt(x: float) -> str:
 
 
 def _make_config(cls: Any, args: argparse.Namespace) -> Any:
+    from .rl.data.state_tree import storable
     from .rl.envs.make import resolve_env
 
     fields: dict[str, Any] = {}
@@ -236,8 +238,12 @@ def _make_config(cls: Any, args: argparse.Namespace) -> Any:
         except ConfigError as exc:
             raise ConfigError(f"{args.config}: {exc}") from None
         fields.update(from_file)
+    kind = "self-play" if getattr(args, "self_play", False) else getattr(args, "multi_agent", None)
     if args.env is not None:
         fields["env"] = resolve_env(args.env)
+        multi = kind is not None or cls.recipe.capabilities.multi_agent or cls.recipe.model_spaces is not None
+        if multi and callable(fields["env"]) and not storable(fields["env"]):
+            fields["env"] = args.env  # a closure (PettingZoo's parallel_env): named, it can be checkpointed
     if args.num_workers is not None:
         fields["num_workers"] = args.num_workers
     if args.seed is not None:
@@ -251,7 +257,6 @@ def _make_config(cls: Any, args: argparse.Namespace) -> Any:
             offline = ", ".join(sorted(n for n, c in ALGORITHMS.items() if not c.recipe.samples))
             raise ConfigError(f"--input: {cls.recipe.name} learns from an env; these learn from a dataset: {offline}")
         fields["input"] = args.input
-    kind = "self-play" if getattr(args, "self_play", False) else getattr(args, "multi_agent", None)
     if kind is not None:
         fields["multi_agent"] = _multi_agent(kind, fields.get("env"))
     fields.update(_placement(args))
@@ -421,8 +426,11 @@ def _evaluate(args: argparse.Namespace) -> int:
     frames = {} if args.video_frames is None else {"video_frames": args.video_frames}
     result = evaluate(args.checkpoint, args.episodes, seed=args.seed, video=args.video, trust_code=args.trust_code,
                       output=args.output, explore=args.explore, **frames)  # fmt: skip
-    print(json.dumps({"episodes": len(result.returns), "return_mean": result.mean, "return_std": result.std,
-                      "length_mean": sum(result.lengths) / len(result.lengths)}))  # fmt: skip
+    summary: dict[str, Any] = {"episodes": len(result.returns), "return_mean": result.mean, "return_std": result.std,
+               "length_mean": sum(result.lengths) / len(result.lengths)}  # fmt: skip
+    if result.policy_returns is not None:  # a multi-agent checkpoint: each agent's own return, by policy
+        summary["policy_return_mean"] = {p: sum(r) / len(r) for p, r in result.policy_returns.items() if r}
+    print(json.dumps(summary))
     print(f"return {result.mean:.1f} +- {result.std:.1f} over {len(result.returns)} episodes"
           + (f"; video: {result.video}" if result.video else "")
           + (f"; experiences: {args.output}" if args.output else ""))  # fmt: skip
@@ -432,7 +440,7 @@ def _evaluate(args: argparse.Namespace) -> int:
 def _export(args: argparse.Namespace) -> int:
     from .export import export_policy
 
-    path = export_policy(args.checkpoint, args.output, args.format, trust_code=args.trust_code)
+    path = export_policy(args.checkpoint, args.output, args.format, trust_code=args.trust_code, policy_id=args.policy)
     how = "torch.jit.load" if args.format == "torchscript" else "onnxruntime.InferenceSession"
     print(f"wrote {path}: load it with {how} and give it a batch of observations")
     return 0

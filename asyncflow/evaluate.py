@@ -19,6 +19,7 @@ import gymnasium as gym
 import numpy as np
 
 from .algorithms import Algorithm
+from .algorithms._recipe import MultiAgentWorkers
 from .errors import ConfigError
 from .rl.envs.async_env import run_coroutine
 from .rl.envs.atari import AtariEnv
@@ -27,7 +28,7 @@ from .rl.envs.make import make_async_env, make_env
 from .rl.offline.minari_format import check_space, env_spec_json, require
 from .rl.offline.writer import Output
 from .rl.policy import WorkerPolicy
-from .rl.sampling.episodes import play_episodes
+from .rl.sampling.episodes import act_once, play_episodes
 from .rl.sampling.normalization import NormalizerState
 
 __all__ = ["Evaluation", "evaluate", "load_policy", "saved_normalizer"]
@@ -43,6 +44,8 @@ class Evaluation:
     returns: list[float]
     lengths: list[int]
     video: Path | None
+    policy_returns: dict[str, list[float]] | None = None
+    """A multi-agent checkpoint's: each agent's own episode returns, by the policy it acted with."""
 
     @property
     def mean(self) -> float:
@@ -65,6 +68,47 @@ def load_policy(
     if not hasattr(algo, "action_space"):
         raise ConfigError(f"evaluate: {algo.name} is a multi-agent algorithm; evaluate single-agent checkpoints")
     return algo, algo.policy_from_checkpoint()
+
+
+def is_multi_agent(algo: Algorithm) -> bool:
+    """Whether ``algo`` trains on a multi-agent env (its spaces are by policy)."""
+    return isinstance(algo.spaces, dict)
+
+
+def evaluate_multi_agent(algo: Algorithm, episodes: int, seed: int, explore: bool = False) -> Evaluation:
+    """``episodes`` episodes of a multi-agent checkpoint's env, every agent acting with its policy
+    (greedy, or sampled with ``explore``): each episode's return summed over the agents, and each
+    agent's own return by its policy (``Evaluation.policy_returns``)."""
+    from .rl.envs.multi_agent import ALL, make_multi_agent_env
+    from .rl.sampling.multi_agent_worker import map_agent
+
+    policies = {pid: algo.policy_from_checkpoint(pid) for pid in algo.spaces}
+    workers = algo.recipe.workers(algo.config, algo.spaces)
+    assert isinstance(workers, MultiAgentWorkers)
+    mapping = workers.mapping
+    env = make_multi_agent_env(algo.config.env)
+    returns, lengths, by_policy = [], [], {pid: [] for pid in policies}  # type: ignore[var-annotated]
+    try:
+        for episode in range(episodes):
+            obs, _ = env.reset(seed=seed + episode)
+            assignment = {agent: map_agent(mapping, agent, episode) for agent in env.possible_agents}
+            own = dict.fromkeys(env.possible_agents, 0.0)
+            steps, over = 0, False
+            while not over:
+                actions = {a: act_once(policies[assignment[a]], o, explore=explore) for a, o in obs.items()}
+                obs, rewards, terminateds, truncateds, _ = env.step(actions)
+                for agent, reward in rewards.items():
+                    own[agent] += float(reward)
+                over = bool(terminateds.get(ALL) or truncateds.get(ALL))
+                obs = {a: o for a, o in obs.items() if not (terminateds.get(a) or truncateds.get(a))}
+                steps += 1
+            returns.append(sum(own.values()))
+            lengths.append(steps)
+            for agent, value in own.items():
+                by_policy[assignment[agent]].append(value)
+    finally:
+        env.close()
+    return Evaluation(returns, lengths, None, by_policy)
 
 
 def saved_normalizer(algo: Algorithm) -> NormalizerState | None:
@@ -128,7 +172,12 @@ def evaluate(
         raise ConfigError(f"--episodes must be >= 1, not {episodes}")
     if video_frames < 1:
         raise ConfigError(f"--video-frames must be >= 1, not {video_frames}")
-    algo, policy = load_policy(checkpoint, trust_code=trust_code)
+    algo = Algorithm.restore(checkpoint, trust_code=trust_code, learner_device="cpu", worker_device="cpu")
+    if is_multi_agent(algo):
+        if video is not None or output is not None:
+            raise ConfigError("evaluate: --video and --output take single-agent checkpoints")
+        return evaluate_multi_agent(algo, episodes, seed, explore)
+    policy = algo.policy_from_checkpoint()
     normalizer = saved_normalizer(algo)
     if video is not None:
         _imageio()  # checked before the episodes are run, not after

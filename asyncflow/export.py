@@ -32,8 +32,9 @@ import numpy as np
 import torch
 from torch import nn
 
+from .algorithms import Algorithm
 from .errors import ConfigError
-from .evaluate import load_policy, saved_normalizer
+from .evaluate import saved_normalizer
 from .rl.envs.action_mask import masked
 from .rl.models.distributions import ActionHead
 from .rl.policies.actor_critic import ActorCriticPolicy
@@ -191,17 +192,27 @@ def export_policy(
     fmt: Format = "torchscript",
     *,
     trust_code: bool = False,
+    policy_id: str | None = None,
 ) -> Path:
     """Write the checkpoint's greedy policy to ``out`` (TorchScript, or ONNX); returns the path.
-    ``trust_code``: see ``Algorithm.restore``."""
+    ``trust_code``: see ``Algorithm.restore``. A multi-agent checkpoint's: policy ``policy_id``'s."""
     if fmt not in ("torchscript", "onnx"):
         raise ConfigError(f"--format must be 'torchscript' or 'onnx', not {fmt!r}")
-    algo, policy = load_policy(checkpoint, torch_model=True, trust_code=trust_code)
-    example = example_batch(algo.observation_space)
-    module = greedy_module(policy, algo.action_space)
+    algo = Algorithm.restore(checkpoint, trust_code=trust_code, learner_device="cpu", worker_device="cpu",
+                             worker_inference="torch")  # fmt: skip
+    if isinstance(algo.spaces, dict):
+        policy = algo.policy_from_checkpoint(policy_id)
+        observation_space, action_space = algo.spaces[policy_id].observation, algo.spaces[policy_id].action
+    else:
+        if policy_id is not None:
+            raise ConfigError(f"--policy: {algo.name}'s checkpoint has one policy; leave --policy out")
+        policy = algo.policy_from_checkpoint()
+        observation_space, action_space = algo.observation_space, algo.action_space
+    example = example_batch(observation_space)
+    module = greedy_module(policy, action_space)
     normalizer = saved_normalizer(algo)
     if normalizer is not None:  # folded in: the file takes raw observations
-        module = _Normalized(module, normalizer, algo.observation_space.dtype).eval()
+        module = _Normalized(module, normalizer, observation_space.dtype).eval()
     inputs: tuple[Any, ...] = (example,)
     if isinstance(policy, Recurrent):  # the file takes and returns the state too
         if fmt == "onnx":

@@ -504,16 +504,27 @@ class Algorithm:
         self.ctx.set_state(payload["ctx"])
         self.workers.normalizer = payload.get("normalizer")  # the workers' own counts came with their state
 
-    def policy_from_checkpoint(self) -> WorkerPolicy:
+    def policy_from_checkpoint(self, policy_id: str | None = None) -> WorkerPolicy:
         """The workers' policy with the learner's weights of the checkpoint this algorithm was
-        restored from (``restore``), built in this process: no worker starts (``asyncflow evaluate``)."""
+        restored from (``restore``), built in this process: no worker starts (``asyncflow evaluate``).
+        A multi-agent run's: the policy ``policy_id``'s."""
         if self._restoring is None:
             raise RuntimeError(f"{type(self).__name__}.policy_from_checkpoint() needs an algorithm from restore()")
         learner = self.recipe.learner(self.config, self.spaces)
         set_state(learner, self._restoring["learner"])
-        policy = self.worker_policy()(self.observation_space, self.action_space, seed=0, worker_index=1)
-        policy.set_weights(learner.get_weights())
-        return policy
+        if isinstance(self.spaces, Spaces):
+            policy = self.worker_policy()(self.observation_space, self.action_space, seed=0, worker_index=1)
+            policy.set_weights(learner.get_weights())
+            return policy
+        if policy_id is None or policy_id not in self.spaces:
+            raise ConfigError(f"policy: this multi-agent run's policies are {sorted(self.spaces)}; name one "
+                              f"(--policy), got {policy_id!r}")  # fmt: skip
+        spec = self.recipe.workers(self.config, self.spaces)
+        assert isinstance(spec, MultiAgentWorkers)
+        spaces = self.spaces[policy_id]
+        policy = spec.policies[policy_id].factory(spaces.observation, spaces.action, seed=0, worker_index=1)
+        policy.set_weights(learner.get_weights()[policy_id])
+        return policy  # type: ignore[no-any-return]
 
     def normalizer_from_checkpoint(self) -> NormalizerState | None:
         """The observation statistics saved in the checkpoint this algorithm was restored

@@ -3,6 +3,7 @@ algorithm per policy, agents mapped to policies, frozen policies, checkpoints, b
 
 from __future__ import annotations
 
+import warnings
 from typing import Any
 
 import numpy as np
@@ -170,7 +171,8 @@ def ppo_or_dqn(agent: str) -> str:
 @pytest.mark.slow
 async def test_a_policy_of_another_algorithm_learns_beside_the_run_s_own() -> None:
     # The two-trainer composition (RLlib Flow, Fig. 9) as a mapping: PPO's run, one policy DQN's.
-    ma = MultiAgent({"ppo": PolicySpec(), "dqn": PolicySpec(algorithm="dqn", config={"lr": 1e-3})}, ppo_or_dqn)
+    dqn = PolicySpec(algorithm="dqn", config={"lr": 1e-3, "training_intensity": 4.0})
+    ma = MultiAgent({"ppo": PolicySpec(), "dqn": dqn}, ppo_or_dqn)
     config = A.PPOConfig(env=two_cartpoles, multi_agent=ma, num_workers=2, seed=0, train_batch_size=1024,
                          minibatch_size=128)  # fmt: skip
     algo = A.PPO(config)
@@ -220,3 +222,39 @@ async def test_one_shared_ppo_policy_learns_mpe2_simple_spread() -> None:
             if result["policy_return_mean"]["shared"] >= -24.5 or result.num_env_steps_sampled >= 100_000:
                 break
     assert result["policy_return_mean"]["shared"] >= -24.5, result["policy_return_mean"]
+
+
+async def test_evaluate_and_export_a_multi_agent_checkpoint_by_policy(tmp_path: Any) -> None:
+    import torch
+
+    from asyncflow.evaluate import evaluate
+    from asyncflow.export import export_policy
+
+    ma = MultiAgent({"agent_0": PolicySpec(), "agent_1": PolicySpec()}, per_agent)
+    async with A.PPO(A.PPOConfig(env=two_cartpoles, multi_agent=ma, num_workers=1, seed=0)) as algo:
+        await _train_some(algo)
+        path = await algo.save(tmp_path / "ckpt")
+        weights = {pid: learner.get_weights().vector.copy() for pid, learner in algo.learner.by_id.items()}
+    result = evaluate(path, episodes=3, seed=5)
+    assert len(result.returns) == 3 and result.policy_returns is not None
+    assert set(result.policy_returns) == {"agent_0", "agent_1"} and all(
+        len(r) == 3 for r in result.policy_returns.values()
+    )
+    assert result.returns == pytest.approx([a + b for a, b in zip(*result.policy_returns.values(), strict=True)])
+    restored = A.PPO.restore(path)
+    for pid, vector in weights.items():
+        np.testing.assert_array_equal(restored.policy_from_checkpoint(pid).get_weights().vector, vector)
+    out = export_policy(path, tmp_path / "agent_1.pt", policy_id="agent_1")
+    with warnings.catch_warnings():  # torch 2.13 deprecates TorchScript; the file still loads
+        warnings.simplefilter("ignore", DeprecationWarning)
+        module = torch.jit.load(str(out))
+    actions = module(torch.zeros(4, 4))
+    assert actions.shape == (4,)
+    with pytest.raises(ConfigError, match=r"policies are \['agent_0', 'agent_1'\]; name one"):
+        export_policy(path, tmp_path / "x.pt")
+
+
+async def _train_some(algo: Any) -> None:
+    async for result in algo.train():
+        if result.training_iteration >= 2:
+            return
