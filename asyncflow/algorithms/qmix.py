@@ -260,7 +260,7 @@ RECIPE: Recipe[QMIXConfig, QMIXLearner, ReplayBuffer] = Recipe(
     name="qmix", config=QMIXConfig, family="q", plan=replay_plan, models=qmix_models, workers=qmix_workers,
     learner=qmix_learner, resources=REPLAY_BUFFER, model_spaces=agent_spaces,
     capabilities=Capabilities(policy_mapping=False, policy_mapping_reason="it learns one team's value: its env's "
-                              "agents are the team (set env to the multi-agent env itself)"),
+                              "agents are the team (set env to the multi-agent env itself)", async_env=False),
 )  # fmt: skip
 
 

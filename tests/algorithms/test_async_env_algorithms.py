@@ -29,7 +29,9 @@ async def _iterations(algo: Algorithm, n: int) -> list[dict[str, Any]]:
 
 
 @pytest.mark.timeout(180)
-@pytest.mark.parametrize("name", sorted(n for n, c in ALGORITHMS.items() if c.recipe.samples and n != "two_trainer"))
+@pytest.mark.parametrize(
+    "name", sorted(n for n, c in ALGORITHMS.items() if c.recipe.samples and c.recipe.capabilities.async_env)
+)
 async def test_every_algorithm_trains_on_async_envs(name: str) -> None:
     cls = ALGORITHMS[name]
     env_id = "Pendulum-v1" if name in CONTINUOUS else "CartPole-v1"

@@ -24,6 +24,7 @@ import asyncflow
 from asyncflow import ActorDiedError, ConfigError
 from asyncflow.algorithms import ALGORITHMS, Algorithm, PPOConfig
 from asyncflow.rl.data.sample_batch import OBS
+from asyncflow.rl.envs.matrix_games import TwoStepGame
 from asyncflow.rl.policy import FlatWeights
 from asyncflow.rl.sampling.worker_set import WorkerSet
 
@@ -46,6 +47,7 @@ SMALL: dict[str, dict[str, Any]] = {
     "ddpg": {"env": "Pendulum-v1", "learning_starts": 64, "timesteps_per_iteration": 64},
     "td3": {"env": "Pendulum-v1", "learning_starts": 64, "timesteps_per_iteration": 64},
     "two_trainer": {"dqn_learning_starts": 64, "timesteps_per_iteration": 128},
+    "qmix": {"env": TwoStepGame, "learning_starts": 64, "timesteps_per_iteration": 128},
 }
 
 
