@@ -52,7 +52,7 @@ class Counter:
         return self.add(k)
 
     def stats(self) -> dict[str, int]:
-        return {"n": self.n, "max_running": self.max_running, "cancelled": self.cancelled}
+        return {"n": self.n, "running": self.running, "max_running": self.max_running, "cancelled": self.cancelled}
 
     def hold(self, started: str, release: str) -> None:
         """Block this actor (no message is read meanwhile) until the file ``release`` exists;

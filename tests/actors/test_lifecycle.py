@@ -136,13 +136,14 @@ async def test_closing_during_a_restart_fails_the_calls_held_for_it(
 async def test_cancelling_a_caller_cancels_the_remote_task(runtime: asyncflow.Runtime) -> None:
     c = await runtime.spawn(Counter)
     call = asyncio.ensure_future(c.slow_add(1, 30.0))
-    await asyncio.sleep(0.1)
+    # Cancel once the call runs there: a fixed sleep lost the race on a busy machine (the call had
+    # not started, so there was nothing to cancel and nothing counted).
+    while (await c.stats())["running"] == 0:
+        await asyncio.sleep(0.01)
     call.cancel()
     with pytest.raises(asyncio.CancelledError):
         await call
-    for _ in range(100):  # the cancel message travels asynchronously
-        if (await c.stats())["cancelled"] == 1:
-            break
+    while (await c.stats())["cancelled"] == 0:  # the cancel message travels asynchronously
         await asyncio.sleep(0.01)
     assert (await c.stats())["cancelled"] == 1
     assert await c.add(5) == 5
