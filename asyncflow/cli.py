@@ -241,7 +241,8 @@ def _make_config(cls: Any, args: argparse.Namespace) -> Any:
     kind = "self-play" if getattr(args, "self_play", False) else getattr(args, "multi_agent", None)
     if args.env is not None:
         fields["env"] = resolve_env(args.env)
-        multi = kind is not None or cls.recipe.capabilities.multi_agent or cls.recipe.model_spaces is not None
+        caps = cls.recipe.capabilities
+        multi = kind is not None or caps.multi_agent or caps.team
         if multi and callable(fields["env"]) and not storable(fields["env"]):
             fields["env"] = args.env  # a closure (PettingZoo's parallel_env): named, it can be checkpointed
     if args.num_workers is not None:

@@ -80,18 +80,18 @@ def evaluate_multi_agent(algo: Algorithm, episodes: int, seed: int, explore: boo
     (greedy, or sampled with ``explore``): each episode's return summed over the agents, and each
     agent's own return by its policy (``Evaluation.policy_returns``)."""
     from .rl.envs.multi_agent import ALL, make_multi_agent_env
-    from .rl.sampling.multi_agent_worker import map_agent
+    from .rl.sampling.multi_agent_worker import EpisodeMapping
 
     policies = {pid: algo.policy_from_checkpoint(pid) for pid in algo.spaces}
     workers = algo.recipe.workers(algo.config, algo.spaces)
     assert isinstance(workers, MultiAgentWorkers)
-    mapping = workers.mapping
+    mapping = EpisodeMapping(workers.mapping)
     env = make_multi_agent_env(algo.config.env)
     returns, lengths, by_policy = [], [], {pid: [] for pid in policies}  # type: ignore[var-annotated]
     try:
         for episode in range(episodes):
             obs, _ = env.reset(seed=seed + episode)
-            assignment = {agent: map_agent(mapping, agent, episode) for agent in env.possible_agents}
+            assignment = {agent: mapping(agent, episode) for agent in env.possible_agents}
             own = dict.fromkeys(env.possible_agents, 0.0)
             steps, over = 0, False
             while not over:

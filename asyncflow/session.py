@@ -65,7 +65,7 @@ from .rl.policies.numpy_policy import NumpyActorCriticPolicy
 from .rl.policy import PolicyFactory, WorkerPolicy, check_learner
 from .rl.sampling.async_worker import AsyncRolloutWorker
 from .rl.sampling.evaluation_worker import EvaluationWorker, summarize_episodes
-from .rl.sampling.multi_agent_worker import MultiAgentRolloutWorker, map_agent
+from .rl.sampling.multi_agent_worker import EpisodeMapping, MultiAgentRolloutWorker
 from .rl.sampling.normalization import NormalizerState, check_normalizable
 from .rl.sampling.rollout_worker import RolloutWorker
 from .rl.sampling.worker_set import WorkerSet
@@ -200,12 +200,13 @@ class Algorithm:
 
             return ALGORITHMS[other].__name__
 
+        policy_of = EpisodeMapping(mapping.mapping)
         try:
             spaces: dict[str, Spaces] = dict(given)
             whose: dict[str, str] = {}
             for episode in range(MAPPING_PROBES):
                 for agent in env.possible_agents:
-                    pid = map_agent(mapping.mapping, agent, episode)
+                    pid = policy_of(agent, episode)
                     if pid not in models:
                         raise ConfigError(f"policy_mapping_fn: {agent!r} -> {pid!r}; expected one of {sorted(models)}")
                     have = Spaces(env.observation_spaces[agent], env.action_spaces[agent])

@@ -1,9 +1,11 @@
 """Multi-agent: sampling and training speed on MPE2 ``simple_spread`` against RLlib's multi-agent
 PPO on the same env and machine, in one run; PPO with one shared policy against one policy per
 agent; QMIX against VDN on the QMIX paper's two-step game; self-play PPO on connect four
-against a random and a one-move-lookahead player.
+against a random and a one-move-lookahead player; MADDPG against independent DDPG learners on
+MPE2's cooperative communication task (``simple_speaker_listener``).
 
     python benchmarks/multi_agent.py --rllib-python /path/to/venv/bin/python
+    python benchmarks/multi_agent.py --only maddpg       # one part (speed, spread, qmix, self-play, maddpg)
 
 RLlib 2.60's ``ray[rllib]`` extra pins gymnasium 1.2.2, an older one than asyncflow's tests take:
 give ``--rllib-python`` a Python whose environment has ``ray[rllib]``, ``mpe2`` and torch (the
@@ -36,6 +38,7 @@ from asyncflow.rl.envs.two_player import connect_four_lookahead, play_games, ran
 
 BATCH_ENV_STEPS = 4_000
 AGENTS = 3
+PARTS = ["speed", "spread", "qmix", "self-play", "maddpg"]
 
 
 def spread() -> Any:
@@ -153,22 +156,9 @@ async def spread_learning(steps: int) -> list[list[object]]:
 
 
 async def two_step_curves(steps: int, every: int, seeds: list[int]) -> dict[str, list[list[float]]]:
-    from asyncflow.algorithms.qmix import TeamQPolicy
+    from asyncflow.algorithms.qmix import greedy_return
     from asyncflow.rl.envs.matrix_games import TwoStepGame
     from asyncflow.rl.envs.team import TeamEnv
-
-    def greedy_return(learner: Any) -> float:
-        env = TeamEnv(TwoStepGame)
-        policy = TeamQPolicy(env.observation_space, env.action_space, epsilon=0.0)
-        policy.set_weights(learner.get_weights())
-        obs, _ = env.reset()
-        total, done = 0.0, False
-        while not done:
-            obs, reward, terminated, truncated, _ = env.step(
-                policy.greedy_actions({k: v[None] for k, v in obs.items()})[0]
-            )
-            total, done = total + reward, terminated or truncated
-        return total
 
     curves: dict[str, list[list[float]]] = {}
     for mixer in ("qmix", "vdn"):
@@ -179,7 +169,9 @@ async def two_step_curves(steps: int, every: int, seeds: list[int]) -> dict[str,
             curve = []
             async with A.QMIX(config) as algo:
                 async for result in algo.train():
-                    curve.append([result.num_env_steps_sampled, greedy_return(algo.learner)])
+                    curve.append(
+                        [result.num_env_steps_sampled, greedy_return(algo.learner.get_weights(), TeamEnv(TwoStepGame))]
+                    )
                     if result.num_env_steps_sampled >= steps:
                         break
             curves.setdefault(mixer, []).append([v for _, v in curve])
@@ -212,6 +204,54 @@ async def self_play_curve(steps: int, every: int, games: int) -> list[list[float
     return rows
 
 
+async def maddpg_curves(steps: int, every: int, seeds: list[int]) -> dict[str, list[list[float]]]:
+    """Return per agent (the mean of the latest 100 episodes) every ``every`` env steps: MADDPG,
+    and DDPG with one policy per agent, on the same settings (MADDPG's defaults, 1 worker)."""
+    from asyncflow.rl.envs.mpe_continuous import speaker_listener
+
+    settings = {"train_batch_size": 256, "buffer_size": 200_000, "learning_starts": 2_000, "training_intensity": 64.0,
+                "rollout_fragment_length": 25, "exploration_noise": 0.2, "tau": 0.01, "num_workers": 1,
+                "timesteps_per_iteration": every}  # fmt: skip
+    curves: dict[str, list[list[float]]] = {"steps": [list(range(every, steps + 1, every))]}
+    for seed in seeds:
+        runs = {
+            "MADDPG": (A.MADDPG(A.MADDPGConfig(env=speaker_listener, seed=seed, **settings)), 1),
+            "independent DDPG": (A.DDPG(A.DDPGConfig(env=speaker_listener, seed=seed, **settings,
+                                                     multi_agent=MultiAgent.per_agent(["speaker_0", "listener_0"]))),
+                                 2),  # its episode return sums the two agents'
+        }  # fmt: skip
+        for name, (algo, agents) in runs.items():
+            curve: list[float] = []
+            start = time.perf_counter()
+            async with algo:
+                async for result in algo.train():
+                    curve.append(result.episode_return_mean / agents)
+                    if len(curve) == len(curves["steps"][0]):
+                        break
+            curves.setdefault(name, []).append(curve)
+            curves.setdefault(f"{name} seconds", []).append([time.perf_counter() - start])
+    return curves
+
+
+def _plot_maddpg(curves: dict[str, list[list[float]]]) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6, 4))
+    steps = curves["steps"][0]
+    for name, color in (("MADDPG", "C0"), ("independent DDPG", "C1")):
+        values = np.array(curves[name])
+        ax.plot(steps, values.mean(0), color=color, label=f"{name} (mean of {len(values)} seeds)")
+        ax.fill_between(steps, values.min(0), values.max(0), color=color, alpha=0.2)
+    ax.set(xlabel="env steps", ylabel="return per agent (latest 100 episodes)",
+           title="MPE2 simple_speaker_listener (continuous)")  # fmt: skip
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(RESULTS / "multi_agent_maddpg.png", dpi=100)
+
+
 def _plot(curves: dict[str, list[list[float]]], self_play: list[list[float]]) -> None:
     import matplotlib
 
@@ -241,35 +281,60 @@ def main() -> None:
     parser.add_argument("--spread-steps", type=int, default=200_000)
     parser.add_argument("--self-play-steps", type=int, default=400_000)
     parser.add_argument("--games", type=int, default=200, help="evaluation games against each fixed player")
+    parser.add_argument("--maddpg-steps", type=int, default=50_000)
+    parser.add_argument("--only", choices=PARTS, action="append", help="run these parts only (default: all)")
     args = parser.parse_args()
+    parts = args.only or PARTS
     print(f"# Multi-agent ({machine_line()}); 2 worker processes for each system")
 
-    sampling, training = asyncio.run(asyncflow_speed(args.iterations))
-    rows: list[list[object]] = [["asyncflow", "sampling", sampling, 1.0], ["asyncflow", "PPO training", training, 1.0]]
-    if args.rllib_python:
-        peer = rllib_speed(args.rllib_python, args.iterations)
-        rows += [["RLlib", "sampling", peer["sampling"], sampling / peer["sampling"]],
-                 ["RLlib", "PPO training", peer["training"], training / peer["training"]]]  # fmt: skip
-    print_table("MPE2 simple_spread (3 agents), one shared policy: env steps per second",
-                ["system", "what", "env steps/s", "asyncflow's ratio"], rows)  # fmt: skip
+    if "speed" in parts:
+        sampling, training = asyncio.run(asyncflow_speed(args.iterations))
+        rows: list[list[object]] = [["asyncflow", "sampling", sampling, 1.0],
+                                    ["asyncflow", "PPO training", training, 1.0]]  # fmt: skip
+        if args.rllib_python:
+            peer = rllib_speed(args.rllib_python, args.iterations)
+            rows += [["RLlib", "sampling", peer["sampling"], sampling / peer["sampling"]],
+                     ["RLlib", "PPO training", peer["training"], training / peer["training"]]]  # fmt: skip
+        print_table("MPE2 simple_spread (3 agents), one shared policy: env steps per second",
+                    ["system", "what", "env steps/s", "asyncflow's ratio"], rows)  # fmt: skip
 
-    print_table(f"PPO on simple_spread to {args.spread_steps:,} env steps, seed 0",
-                ["policies", "env steps", "episode return (all agents)", "mean return per agent", "seconds"],
-                asyncio.run(spread_learning(args.spread_steps)))  # fmt: skip
+    if "spread" in parts:
+        print_table(f"PPO on simple_spread to {args.spread_steps:,} env steps, seed 0",
+                    ["policies", "env steps", "episode return (all agents)", "mean return per agent", "seconds"],
+                    asyncio.run(spread_learning(args.spread_steps)))  # fmt: skip
 
-    curves = asyncio.run(two_step_curves(4_000, 500, [0, 1, 2]))
-    steps = curves["qmix_steps"][0]
-    print_table("QMIX and VDN on the two-step game (uniform exploration), greedy return, seeds 0-2",
-                ["env steps", *[f"{m.upper()} seed {s}" for m in ("qmix", "vdn") for s in range(3)]],
-                [[step, *[curves[m][s][i] for m in ("qmix", "vdn") for s in range(3)]]
-                 for i, step in enumerate(steps)])  # fmt: skip
+    curves: dict[str, list[list[float]]] = {}
+    if "qmix" in parts:
+        curves = asyncio.run(two_step_curves(4_000, 500, [0, 1, 2]))
+        steps = curves["qmix_steps"][0]
+        print_table("QMIX and VDN on the two-step game (uniform exploration), greedy return, seeds 0-2",
+                    ["env steps", *[f"{m.upper()} seed {s}" for m in ("qmix", "vdn") for s in range(3)]],
+                    [[step, *[curves[m][s][i] for m in ("qmix", "vdn") for s in range(3)]]
+                     for i, step in enumerate(steps)])  # fmt: skip
 
-    self_play = asyncio.run(self_play_curve(args.self_play_steps, 10, args.games))
-    print_table(f"Self-play PPO on connect four (league snapshot every 5 iterations), {args.games} games each",
-                ["env steps", "training s", "league size", "Elo", "wins vs random", "wins vs lookahead"],
-                self_play)  # fmt: skip
-    if RESULTS.is_dir():
+    self_play: list[list[float]] = []
+    if "self-play" in parts:
+        self_play = asyncio.run(self_play_curve(args.self_play_steps, 10, args.games))
+        print_table(f"Self-play PPO on connect four (league snapshot every 5 iterations), {args.games} games each",
+                    ["env steps", "training s", "league size", "Elo", "wins vs random", "wins vs lookahead"],
+                    self_play)  # fmt: skip
+    if RESULTS.is_dir() and curves and self_play:
         _plot(curves, self_play)
+
+    if "maddpg" in parts:
+        seeds = [0, 1, 2]
+        mad = asyncio.run(maddpg_curves(args.maddpg_steps, 5_000, seeds))
+        names = ("MADDPG", "independent DDPG")
+        print_table("MADDPG and independent DDPG on MPE2 simple_speaker_listener (continuous), return per agent "
+                    "(latest 100 episodes), seeds 0-2, 1 worker",
+                    ["env steps", *[f"{n} seed {s}" for n in names for s in seeds]],
+                    [[step, *[mad[n][s][i] for n in names for s in range(len(seeds))]]
+                     for i, step in enumerate(mad["steps"][0])])  # fmt: skip
+        print_table("Training seconds per run (each to the last row's env steps)",
+                    ["algorithm", *[f"seed {s}" for s in seeds]],
+                    [[n, *[mad[f"{n} seconds"][s][0] for s in range(len(seeds))]] for n in names])  # fmt: skip
+        if RESULTS.is_dir():
+            _plot_maddpg(mad)
 
 
 if __name__ == "__main__":

@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from .cql import CQL, CQLConfig
     from .dqn import DQN, DQNConfig
     from .impala import IMPALA, IMPALAConfig
+    from .maddpg import MADDPG, MADDPGConfig
     from .marwil import BC, MARWIL, BCConfig, MARWILConfig
     from .pg import PG, PGConfig
     from .ppo import PPO, PPOConfig
@@ -53,6 +54,7 @@ _NAMES = {  # the name on the command line: (module, algorithm class)
     "td3": ("td3", "TD3"),
     "two_trainer": ("two_trainer", "TwoTrainer"),
     "qmix": ("qmix", "QMIX"),
+    "maddpg": ("maddpg", "MADDPG"),
     "bc": ("marwil", "BC"),
     "marwil": ("marwil", "MARWIL"),
     "cql": ("cql", "CQL"),
@@ -117,5 +119,7 @@ __all__ = [
     "CQLConfig",
     "QMIX",
     "QMIXConfig",
+    "MADDPG",
+    "MADDPGConfig",
     "recipes",
 ]

@@ -100,6 +100,9 @@ class Capabilities:
     """``multi_agent``: it runs once per policy on a multi-agent env (``_multi_agent.py``)."""
     policy_mapping_reason: str = ""
     """Why not, when not."""
+    team: bool = False
+    """Its env is a multi-agent env whose agents it plays as one team (``rl/envs/team.py``:
+    QMIX, MADDPG; its ``worker_env`` wraps the env)."""
 
 
 @dataclass(frozen=True)

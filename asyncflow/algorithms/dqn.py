@@ -40,7 +40,7 @@ from ..rl.learners.precision import autocast, resolve_precision, to_float32
 from ..rl.models import ModelSpec, build_model
 from ..rl.models.nets import polyak_update, seeded
 from ..rl.policies.epsilon_greedy import EpsilonGreedyPolicy, check_discrete
-from ..rl.policy import FlatWeights, ReplayUpdate, flat_weights, load_flat_weights
+from ..rl.policy import ModelWeights, ReplayUpdate
 from ..session import Algorithm
 from ._config import algorithm_config, check_epsilon, field
 from ._off_policy import REPLAY_BUFFER, ReplayConfig, replay_plan
@@ -49,7 +49,7 @@ from ._recipe import Capabilities, Recipe, Spaces, Workers, single_model
 __all__ = ["DQN", "DQN_CAPABILITIES", "DQN_MODELS", "DQNConfig", "DQNLearner", "dqn_learner"]
 
 
-class DQNLearner:
+class DQNLearner(ModelWeights):
     """Trains a Q network from replayed transitions.
 
     The target is ``r_n + discount * Q_target(s', argmax_a Q(s', a))`` with
@@ -154,15 +154,6 @@ class DQNLearner:
         """Move the target network toward the online one (``tau=1``: copy it)."""
         polyak_update(self.target, self.model, self.tau)
         self.target_updates += 1
-
-    def get_weights(self) -> FlatWeights:
-        """The online network's weights, for the workers."""
-        return flat_weights(self.model, self.version)
-
-    def set_weights(self, weights: FlatWeights) -> None:
-        """Load online network weights."""
-        load_flat_weights(self.model, weights.vector)
-        self.version = weights.version
 
 
 @algorithm_config(defaults={"lr": 1e-3, "num_envs_per_worker": 4, "rollout_fragment_length": 4, "max_grad_norm": 10.0,

@@ -34,14 +34,14 @@ from ..rl.learners.device import resolve_device, to_numpy, to_tensors
 from ..rl.learners.optim import Adam, UpdateGuard
 from ..rl.models import ModelSpec, build_model
 from ..rl.models.nets import mlp, seeded
-from ..rl.policies.epsilon_greedy import linear_schedule
-from ..rl.policy import FlatWeights, ReplayUpdate, flat_weights, load_flat_weights
+from ..rl.policies.epsilon_greedy import EpsilonSpec, epsilon_at
+from ..rl.policy import FlatWeights, ModelWeights, ReplayUpdate
 from ..session import Algorithm
 from ._config import algorithm_config, check_epsilon, field
 from ._off_policy import REPLAY_BUFFER, ReplayConfig, replay_plan
 from ._recipe import Capabilities, PolicyModel, Recipe, Spaces, Workers
 
-__all__ = ["QMIX", "QMIXConfig", "QMIXLearner", "QMixer", "TeamQPolicy"]
+__all__ = ["QMIX", "QMIXConfig", "QMIXLearner", "QMixer", "TeamQPolicy", "greedy_return"]
 
 MIXERS = ("qmix", "vdn")
 
@@ -86,12 +86,12 @@ class VDNMixer(nn.Module):
         return q.sum(-1)
 
 
-class TeamQPolicy:
+class TeamQPolicy(ModelWeights):
     """What a QMIX worker runs: each agent epsilon-greedy in its own Q-values."""
 
     def __init__(self, observation_space: gym.Space[Any], action_space: gym.Space[Any], *, seed: int = 0,
                  worker_index: int = 0, model: ModelSpec = None, hidden: Sequence[int] = (64,),
-                 epsilon: tuple[float, float, int] | float = (1.0, 0.05, 10_000)) -> None:  # fmt: skip
+                 epsilon: EpsilonSpec = (1.0, 0.05, 10_000)) -> None:  # fmt: skip
         self.model = _agent_net(model, observation_space, action_space, hidden, seed)
         self.num_actions = int(action_space.nvec[0])  # type: ignore[attr-defined]
         self.epsilon_spec, self.steps, self.version = epsilon, 0, 0
@@ -99,9 +99,7 @@ class TeamQPolicy:
 
     @property
     def epsilon(self) -> float:
-        if isinstance(self.epsilon_spec, tuple):
-            return linear_schedule(*self.epsilon_spec, t=self.steps)
-        return float(self.epsilon_spec)
+        return epsilon_at(self.epsilon_spec, self.steps)
 
     @torch.no_grad()
     def greedy_actions(self, obs: Tree) -> np.ndarray:
@@ -124,15 +122,22 @@ class TeamQPolicy:
     def env_actions(self, actions: np.ndarray) -> np.ndarray:
         return actions
 
-    def get_weights(self) -> FlatWeights:
-        return flat_weights(self.model, self.version)
 
-    def set_weights(self, weights: FlatWeights) -> None:
-        load_flat_weights(self.model, weights.vector)
-        self.version = weights.version
+def greedy_return(weights: FlatWeights, env: TeamEnv, seed: int | None = None) -> float:
+    """The return of one episode of ``env`` with every agent greedy in ``weights`` (a
+    learner's, ``get_weights()``)."""
+    policy = TeamQPolicy(env.observation_space, env.action_space, epsilon=0.0)
+    policy.set_weights(weights)
+    obs, _ = env.reset(seed=seed)
+    total, done = 0.0, False
+    while not done:
+        action = policy.greedy_actions({k: v[None] for k, v in obs.items()})[0]
+        obs, reward, terminated, truncated, _ = env.step(action)
+        total, done = total + float(reward), terminated or truncated
+    return total
 
 
-class QMIXLearner:
+class QMIXLearner(ModelWeights):
     """The shared agent network and the mixer, each with its target copy (the module docstring)."""
 
     def __init__(self, observation_space: gym.Space[Any], action_space: gym.Space[Any], *, model: ModelSpec = None,
@@ -184,14 +189,6 @@ class QMIXLearner:
         self.target.load_state_dict(self.model.state_dict())
         self.target_mixer.load_state_dict(self.mixer.state_dict())
         self.target_updates += 1
-
-    def get_weights(self) -> FlatWeights:
-        """The agent network's weights (what the workers act with)."""
-        return flat_weights(self.model, self.version)
-
-    def set_weights(self, weights: FlatWeights) -> None:
-        load_flat_weights(self.model, weights.vector)
-        self.version = weights.version
 
 
 @algorithm_config(defaults={"lr": 5e-4, "num_workers": 1, "rollout_fragment_length": 4, "n_step": 1,
@@ -259,8 +256,9 @@ def qmix_models(config: QMIXConfig) -> dict[str, PolicyModel]:
 RECIPE: Recipe[QMIXConfig, QMIXLearner, ReplayBuffer] = Recipe(
     name="qmix", config=QMIXConfig, family="q", plan=replay_plan, models=qmix_models, workers=qmix_workers,
     learner=qmix_learner, resources=REPLAY_BUFFER, model_spaces=agent_spaces,
-    capabilities=Capabilities(policy_mapping=False, policy_mapping_reason="it learns one team's value: its env's "
-                              "agents are the team (set env to the multi-agent env itself)", async_env=False),
+    capabilities=Capabilities(team=True, policy_mapping=False, async_env=False,
+                              policy_mapping_reason="it learns one team's value: its env's agents are the team (set "
+                              "env to the multi-agent env itself)"),
 )  # fmt: skip
 
 

@@ -30,6 +30,7 @@ __all__ = [
     "FlatWeights",
     "Learner",
     "MinibatchLearner",
+    "ModelWeights",
     "PolicyFactory",
     "ReplayUpdate",
     "StatefulPolicy",
@@ -57,6 +58,24 @@ def flat_weights(module: nn.Module, version: int) -> FlatWeights:
     from .learners.device import to_numpy
 
     return FlatWeights(to_numpy(nn.utils.parameters_to_vector(module.parameters())), version)
+
+
+class ModelWeights:
+    """``get_weights`` and ``set_weights`` of ``self.model``, the weights that travel, with
+    ``self.version`` (its update count): for a policy or a learner whose one model is all
+    its workers need."""
+
+    model: nn.Module
+    version: int
+
+    def get_weights(self) -> FlatWeights:
+        """The model's parameters as one flat CPU vector, with the version."""
+        return flat_weights(self.model, self.version)
+
+    def set_weights(self, weights: FlatWeights) -> None:
+        """Load a flat weight vector (and its version)."""
+        load_flat_weights(self.model, weights.vector)
+        self.version = weights.version
 
 
 def load_flat_weights(module: nn.Module, vector: np.ndarray) -> None:

@@ -76,7 +76,8 @@ def test_a_three_minute_soak_with_kills_and_freezes_leaves_everything_where_it_s
     out = tmp_path / "soak.json"
     run = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "soak.py"), "--minutes", "3", "--kill-every",
                           "20", "--faults", "kill,freeze", "--deadline", "5", "--sample-every", "5", "--json",
-                          str(out)], capture_output=True, text=True, timeout=360)  # fmt: skip
+                          str(out)], capture_output=True, text=True, timeout=360,
+                         env={**os.environ, "ASYNCFLOW_BENCH_SAVE": "0"})  # not a saved run  # fmt: skip
     assert run.returncode == 0, run.stderr[-3000:]
     seen = json.loads(out.read_text())
     faults = seen["kills"]

@@ -2,31 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 import pytest
 
 from asyncflow.algorithms import QMIX, QMIXConfig
-from asyncflow.algorithms.qmix import QMixer, TeamQPolicy
+from asyncflow.algorithms.qmix import QMixer, greedy_return
 from asyncflow.errors import ConfigError
 from asyncflow.rl.envs.matrix_games import TwoStepGame
 from asyncflow.rl.envs.multi_agent import MultiAgentCartPole
 from asyncflow.rl.envs.team import TeamEnv
-
-
-def greedy_return(learner: Any) -> float:
-    """One game of the two-step game with each agent greedy in the learner's network."""
-    env = TeamEnv(TwoStepGame)
-    policy = TeamQPolicy(env.observation_space, env.action_space, epsilon=0.0)
-    policy.set_weights(learner.get_weights())
-    obs, _ = env.reset()
-    total, done = 0.0, False
-    while not done:
-        action = policy.greedy_actions({k: v[None] for k, v in obs.items()})[0]
-        obs, reward, terminated, truncated, _ = env.step(action)
-        total, done = total + reward, terminated or truncated
-    return total
 
 
 def test_the_two_step_game_pays_as_the_paper_s_table() -> None:
@@ -61,7 +45,7 @@ async def test_qmix_finds_the_optimum_of_the_two_step_game_that_vdn_misses(mixer
             async for result in algo.train():
                 if result.num_env_steps_sampled >= 4_000:
                     break
-            assert greedy_return(algo.learner) == optimum, (mixer, seed)
+            assert greedy_return(algo.learner.get_weights(), TeamEnv(TwoStepGame)) == optimum, (mixer, seed)
 
 
 def test_qmix_bad_input_is_one_line() -> None:

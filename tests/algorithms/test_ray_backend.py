@@ -25,6 +25,7 @@ from asyncflow import ActorDiedError, ConfigError
 from asyncflow.algorithms import ALGORITHMS, Algorithm, PPOConfig
 from asyncflow.rl.data.sample_batch import OBS
 from asyncflow.rl.envs.matrix_games import TwoStepGame
+from asyncflow.rl.envs.mpe_continuous import speaker_listener
 from asyncflow.rl.policy import FlatWeights
 from asyncflow.rl.sampling.worker_set import WorkerSet
 
@@ -48,6 +49,7 @@ SMALL: dict[str, dict[str, Any]] = {
     "td3": {"env": "Pendulum-v1", "learning_starts": 64, "timesteps_per_iteration": 64},
     "two_trainer": {"dqn_learning_starts": 64, "timesteps_per_iteration": 128},
     "qmix": {"env": TwoStepGame, "learning_starts": 64, "timesteps_per_iteration": 128},
+    "maddpg": {"env": speaker_listener, "learning_starts": 64, "timesteps_per_iteration": 64},
 }
 
 

@@ -27,7 +27,7 @@ from .distributions import ActionHead
 from .encoders import build_encoder
 from .nets import MLP, mlp
 
-__all__ = ["ActorCriticNet", "ContinuousNet", "QNet", "has_image"]
+__all__ = ["ActorCriticNet", "ContinuousNet", "MLPActor", "MLPCritic", "QNet", "has_image"]
 
 SQRT2 = float(np.sqrt(2))
 DEFAULT = ModelConfig()
@@ -130,7 +130,9 @@ class QNet(nn.Module):
         return self.state_value(h) + a - a.mean(-1, keepdim=True)  # type: ignore[no-any-return]
 
 
-class _Actor(nn.Module):
+class MLPActor(nn.Module):
+    """``forward(obs) -> (B, out)``: the observation's encoder, then dense layers."""
+
     def __init__(self, space: gym.Space[Any], config: ModelConfig, sizes: Sequence[int], out: int) -> None:
         super().__init__()
         activation = ACTIVATIONS[config.activation or "relu"]
@@ -176,7 +178,10 @@ class SDEActor(nn.Module):
         return self.with_latent(obs)[0]
 
 
-class _Critic(nn.Module):
+class MLPCritic(nn.Module):
+    """``forward(obs, actions) -> (B, num_q)``: each Q head reads the encoded observation and
+    the flattened actions side by side."""
+
     def __init__(
         self, space: gym.Space[Any], config: ModelConfig, sizes: Sequence[int], act_dim: int, num_q: int
     ) -> None:
@@ -216,5 +221,5 @@ class ContinuousNet(nn.Module):
         if sde:
             self.actor = SDEActor(observation_space, config, sizes, act_dim, log_std_init)
         else:
-            self.actor = _Actor(observation_space, config, sizes, 2 * act_dim if gaussian else act_dim)
-        self.critic = _Critic(observation_space, config, sizes, act_dim, num_q)
+            self.actor = MLPActor(observation_space, config, sizes, 2 * act_dim if gaussian else act_dim)
+        self.critic = MLPCritic(observation_space, config, sizes, act_dim, num_q)

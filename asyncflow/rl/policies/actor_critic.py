@@ -31,7 +31,7 @@ from ..learners.optim import FlatOptimizer, UpdateGuard, make_optimizer
 from ..learners.precision import autocast, resolve_precision, to_float32
 from ..models import ActionDistribution, ActionHead, ModelSpec, build_model
 from ..models.nets import seeded
-from ..policy import FlatWeights, flat_weights, load_flat_weights
+from ..policy import ModelWeights
 
 __all__ = ["ActorCritic", "ActorCriticPolicy", "LossFn"]
 
@@ -70,7 +70,7 @@ LossFn = Callable[[ActorCritic, Mapping[str, Any], Any], tuple[torch.Tensor, dic
 """``loss(ac, tensors, config) -> (loss, stats)``: ``tensors`` are the batch's columns on the learner's device."""
 
 
-class ActorCriticPolicy:
+class ActorCriticPolicy(ModelWeights):
     """An actor-critic model with inference (batched actions, values) and learning
     (minibatch SGD on a loss function, gradients, flat weights).
 
@@ -247,12 +247,3 @@ class ActorCriticPolicy:
         self._step(None, clip=False)  # checked, not clipped again: compute_gradients clipped them
 
     # -- weights ---------------------------------------------------------
-
-    def get_weights(self) -> FlatWeights:
-        """All parameters as one flat CPU vector, with the update count as version."""
-        return flat_weights(self.model, self.version)
-
-    def set_weights(self, weights: FlatWeights) -> None:
-        """Load a flat weight vector."""
-        load_flat_weights(self.model, weights.vector)
-        self.version = weights.version

@@ -17,9 +17,17 @@ from ..envs.action_mask import MASK_KEY, has_action_mask, masked, random_valid_a
 from ..learners.device import resolve_device, to_tensors
 from ..models import ModelSpec, build_model
 from ..models.nets import seeded
-from ..policy import FlatWeights, flat_weights, load_flat_weights
+from ..policy import ModelWeights
 
-__all__ = ["EpsilonGreedyPolicy", "apex_epsilon", "apex_policy", "check_discrete", "linear_schedule"]
+__all__ = [
+    "EpsilonGreedyPolicy",
+    "EpsilonSpec",
+    "apex_epsilon",
+    "apex_policy",
+    "check_discrete",
+    "epsilon_at",
+    "linear_schedule",
+]
 
 
 def linear_schedule(initial: float, final: float, steps: int, t: int) -> float:
@@ -29,13 +37,24 @@ def linear_schedule(initial: float, final: float, steps: int, t: int) -> float:
     return final + (initial - final) * max(0.0, 1.0 - t / steps)
 
 
+EpsilonSpec = tuple[float, float, int] | float
+"""A linear schedule ``(initial, final, steps)`` over a worker's steps, or a fixed epsilon."""
+
+
+def epsilon_at(spec: EpsilonSpec, steps: int) -> float:
+    """The epsilon ``spec`` gives after ``steps`` of a worker."""
+    if isinstance(spec, tuple):
+        return linear_schedule(*spec, t=steps)
+    return float(spec)
+
+
 def check_discrete(action_space: gym.Space[Any]) -> tuple[int, int]:
     if not isinstance(action_space, gym.spaces.Discrete):
         raise ConfigError(f"Q-learning needs Discrete actions, not {action_space}")
     return int(action_space.n), int(action_space.start)
 
 
-class EpsilonGreedyPolicy:
+class EpsilonGreedyPolicy(ModelWeights):
     """What a DQN worker runs: greedy in its Q network with probability ``1 - epsilon``.
 
     ``epsilon`` follows a linear schedule over the steps *this worker* has
@@ -52,7 +71,7 @@ class EpsilonGreedyPolicy:
         model: ModelSpec = None,
         hidden: Sequence[int] = (64, 64),
         dueling: bool = True,
-        epsilon: tuple[float, float, int] | float = (1.0, 0.05, 10_000),
+        epsilon: EpsilonSpec = (1.0, 0.05, 10_000),
         device: str | torch.device = "cpu",
     ) -> None:
         n, self.start = check_discrete(action_space)
@@ -69,9 +88,7 @@ class EpsilonGreedyPolicy:
 
     @property
     def epsilon(self) -> float:
-        if isinstance(self.epsilon_spec, tuple):
-            return linear_schedule(*self.epsilon_spec, t=self.steps)
-        return float(self.epsilon_spec)
+        return epsilon_at(self.epsilon_spec, self.steps)
 
     @torch.no_grad()
     def compute_actions(self, obs: Tree) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -101,15 +118,6 @@ class EpsilonGreedyPolicy:
     def env_actions(self, actions: np.ndarray) -> np.ndarray:
         """Actions shifted by the space's start."""
         return actions + self.start if self.start else actions
-
-    def get_weights(self) -> FlatWeights:
-        """The Q network's weights."""
-        return flat_weights(self.model, self.version)
-
-    def set_weights(self, weights: FlatWeights) -> None:
-        """Load the learner's Q network weights."""
-        load_flat_weights(self.model, weights.vector)
-        self.version = weights.version
 
 
 def apex_epsilon(worker_index: int, num_workers: int, base: float = 0.4, alpha: float = 7.0) -> float:

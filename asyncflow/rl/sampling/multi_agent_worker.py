@@ -33,7 +33,7 @@ from ..policy import FlatWeights, PolicyFactory
 from .attributes import pickled_attributes, restore_exactly
 from .trajectory import EpisodeBook, Postprocessing, PostprocessMode, Segment, new_episode_seed, worker_seed
 
-__all__ = ["MultiAgentRolloutWorker", "MappedPolicy", "map_agent"]
+__all__ = ["EpisodeMapping", "MappedPolicy", "MultiAgentRolloutWorker"]
 
 
 @dataclass(frozen=True)
@@ -50,13 +50,19 @@ class MappedPolicy:
     """This policy's GAE lambda (None: the worker's ``lam``)."""
 
 
-def map_agent(mapping: Callable[..., str], agent: str, episode: int) -> str:
-    """``mapping(agent, episode)``, or ``mapping(agent)`` for a mapping of one argument."""
-    try:
-        takes_episode = len(inspect.signature(mapping).parameters) >= 2
-    except (TypeError, ValueError):  # a builtin without a signature
-        takes_episode = False
-    return str(mapping(agent, episode) if takes_episode else mapping(agent))
+class EpisodeMapping:
+    """A policy mapping called as ``(agent, episode)``: ``mapping(agent, episode)``, or
+    ``mapping(agent)`` for a mapping of one argument (its signature read once, here)."""
+
+    def __init__(self, mapping: Callable[..., str]) -> None:
+        self.mapping = mapping
+        try:
+            self.takes_episode = len(inspect.signature(mapping).parameters) >= 2
+        except (TypeError, ValueError):  # a builtin without a signature
+            self.takes_episode = False
+
+    def __call__(self, agent: str, episode: int) -> str:
+        return str(self.mapping(agent, episode) if self.takes_episode else self.mapping(agent))
 
 
 @dataclass
@@ -145,7 +151,7 @@ class MultiAgentRolloutWorker:
                                 spec.use_critic)
             for pid, spec in self.specs.items()
         }  # fmt: skip
-        self.mapping = policy_mapping_fn
+        self.mapping = EpisodeMapping(policy_mapping_fn)
         self.fragment = rollout_fragment_length
         self.worker_index = worker_index
         base = worker_seed(seed, worker_index)
@@ -172,7 +178,7 @@ class MultiAgentRolloutWorker:
         self.obs = self._reset(seed=base)
 
     def _policy_of(self, agent: str, episode: int) -> str:
-        pid = map_agent(self.mapping, agent, episode)
+        pid = self.mapping(agent, episode)
         if pid not in self.specs:
             raise ConfigError(f"policy_mapping_fn mapped {agent!r} to {pid!r}, which is not a policy")
         return pid
