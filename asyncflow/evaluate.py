@@ -28,7 +28,7 @@ from .rl.envs.make import make_async_env, make_env
 from .rl.offline.minari_format import check_space, env_spec_json, require
 from .rl.offline.writer import Output
 from .rl.policy import WorkerPolicy
-from .rl.sampling.episodes import act_once, play_episodes
+from .rl.sampling.episodes import play_episodes
 from .rl.sampling.normalization import NormalizerState
 
 __all__ = ["Evaluation", "evaluate", "load_policy", "saved_normalizer"]
@@ -79,33 +79,17 @@ def evaluate_multi_agent(algo: Algorithm, episodes: int, seed: int, explore: boo
     """``episodes`` episodes of a multi-agent checkpoint's env, every agent acting with its policy
     (greedy, or sampled with ``explore``): each episode's return summed over the agents, and each
     agent's own return by its policy (``Evaluation.policy_returns``)."""
-    from .rl.envs.multi_agent import ALL, make_multi_agent_env
+    from .rl.envs.multi_agent import make_multi_agent_env
+    from .rl.sampling.episodes import play_multi_agent_episodes
     from .rl.sampling.multi_agent_worker import EpisodeMapping
 
     policies = {pid: algo.policy_from_checkpoint(pid) for pid in algo.spaces}
     workers = algo.recipe.workers(algo.config, algo.spaces)
     assert isinstance(workers, MultiAgentWorkers)
-    mapping = EpisodeMapping(workers.mapping)
     env = make_multi_agent_env(algo.config.env)
-    returns, lengths, by_policy = [], [], {pid: [] for pid in policies}  # type: ignore[var-annotated]
     try:
-        for episode in range(episodes):
-            obs, _ = env.reset(seed=seed + episode)
-            assignment = {agent: mapping(agent, episode) for agent in env.possible_agents}
-            own = dict.fromkeys(env.possible_agents, 0.0)
-            steps, over = 0, False
-            while not over:
-                actions = {a: act_once(policies[assignment[a]], o, explore=explore) for a, o in obs.items()}
-                obs, rewards, terminateds, truncateds, _ = env.step(actions)
-                for agent, reward in rewards.items():
-                    own[agent] += float(reward)
-                over = bool(terminateds.get(ALL) or truncateds.get(ALL))
-                obs = {a: o for a, o in obs.items() if not (terminateds.get(a) or truncateds.get(a))}
-                steps += 1
-            returns.append(sum(own.values()))
-            lengths.append(steps)
-            for agent, value in own.items():
-                by_policy[assignment[agent]].append(value)
+        returns, lengths, by_policy = play_multi_agent_episodes(env, policies, EpisodeMapping(workers.mapping),
+                                                                episodes, seed=seed, explore=explore)  # fmt: skip
     finally:
         env.close()
     return Evaluation(returns, lengths, None, by_policy)

@@ -64,7 +64,7 @@ from .rl.offline.writer import Output
 from .rl.policies.numpy_policy import NumpyActorCriticPolicy
 from .rl.policy import PolicyFactory, WorkerPolicy, check_learner
 from .rl.sampling.async_worker import AsyncRolloutWorker
-from .rl.sampling.evaluation_worker import EvaluationWorker, summarize_episodes
+from .rl.sampling.evaluation_worker import EvaluationWorker, MultiAgentEvaluationWorker, summarize_episodes
 from .rl.sampling.multi_agent_worker import EpisodeMapping, MultiAgentRolloutWorker
 from .rl.sampling.normalization import NormalizerState, check_normalizable
 from .rl.sampling.rollout_worker import RolloutWorker
@@ -379,6 +379,23 @@ class Algorithm:
     def _spawn_evaluation_workers(self, runtime: Runtime) -> list[Awaitable[ActorHandle]]:
         """Start the evaluation workers: the training workers' policy, on envs and seeds of their own."""
         c = self.config
+        spec = self.recipe.workers(c, self.spaces)
+        if isinstance(spec, MultiAgentWorkers):  # a policy per id, agents mapped as in training
+            return [
+                runtime.spawn(
+                    MultiAgentEvaluationWorker,
+                    c.worker_env(training=False),
+                    policy_factories={pid: mapped.factory for pid, mapped in spec.policies.items()},
+                    spaces={pid: (s.observation, s.action) for pid, s in self.spaces.items()},
+                    policy_mapping_fn=spec.mapping,
+                    seed=c.seed + 10_000 + 1_000 * i,
+                    worker_index=c.rollouts.num_workers + 1 + i,
+                    explore=c.evaluation.explore,
+                    name=f"{self.name}-evaluation-{i + 1}",
+                    max_restarts=c.rollouts.max_restarts,
+                )
+                for i in range(c.evaluation.num_workers)
+            ]
         factory = self.worker_policy()
         return [
             runtime.spawn(

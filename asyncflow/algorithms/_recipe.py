@@ -255,9 +255,6 @@ def check_capabilities(recipe: Recipe[Any, Any, Any], config: AlgorithmConfig, i
             raise ConfigError(f"{setting}: not available with {what} (gymnasium envs stepped one by one only)")
     if c.output is not None:
         check_output(c, caps)
-    if c.evaluation.interval is not None and caps.multi_agent:
-        raise ConfigError(f"evaluation_interval: {name} is multi-agent; evaluation during training is for "
-                          "single-agent algorithms")  # fmt: skip
 
 
 def check_output(c: AlgorithmConfig, caps: Capabilities) -> None:

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from asyncflow import ConfigError
-from asyncflow.algorithms import IMPALA, PPO, IMPALAConfig, PPOConfig, TwoTrainer, TwoTrainerConfig
+from asyncflow.algorithms import IMPALA, PPO, IMPALAConfig, PPOConfig
 from asyncflow.experiment import Stop, make_run_dir, run_experiment
 from asyncflow.plot import load_run, plot_runs
 
@@ -117,5 +117,3 @@ def test_evaluation_settings_are_checked() -> None:
         PPOConfig(evaluation_episodes=0)
     with pytest.raises(ConfigError, match="evaluation_interval"):
         PPOConfig(evaluation_interval=0)
-    with pytest.raises(ConfigError, match="multi-agent"):
-        TwoTrainer(TwoTrainerConfig(evaluation_interval=1))

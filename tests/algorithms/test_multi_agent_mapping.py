@@ -52,16 +52,22 @@ async def _train(algo: Any, iterations: int) -> dict[str, Any]:
 SHARED = MultiAgent({"shared": PolicySpec()}, shared)
 
 
-async def test_one_shared_ppo_policy_learns_two_cartpoles() -> None:
-    config = A.PPOConfig(env=two_cartpoles, multi_agent=SHARED, num_workers=2, seed=0)
+async def test_one_shared_ppo_policy_learns_two_cartpoles_and_is_evaluated_on_the_way() -> None:
+    config = A.PPOConfig(env=two_cartpoles, multi_agent=SHARED, num_workers=2, seed=0, evaluation_interval=1,
+                         evaluation_episodes=4, evaluation_num_workers=1)  # fmt: skip
     async with A.PPO(config) as algo:
         async for result in algo.train():
             if result["policy_return_mean"]["shared"] >= 150 or result.num_env_steps_sampled >= 40_000:
                 break
+        evaluation = await algo.evaluate()  # the final weights, greedy
     assert result["policy_return_mean"]["shared"] >= 150, result["policy_return_mean"]
     assert set(result["policies"]) == {"shared"}
     assert result["policies"]["shared"]["num_agent_steps_trained"] > result.num_env_steps_sampled  # two agents
     assert "shared/policy_loss" in result.learner
+    assert result["evaluation"]["episodes"] == 4  # an earlier iteration's, in the background
+    # Each episode's return is both agents' together; each agent's is the shared policy's.
+    assert evaluation["episodes"] == 4 and evaluation["policy_return_mean"]["shared"] >= 150, evaluation
+    assert evaluation["episode_return_mean"] == pytest.approx(2 * evaluation["policy_return_mean"]["shared"])
 
 
 async def test_a_frozen_policy_keeps_its_weights_while_the_other_learns() -> None:
@@ -150,8 +156,6 @@ def test_bad_multi_agent_input_is_one_line_before_any_process() -> None:
                                                                     shared)))  # fmt: skip
     with pytest.raises(ConfigError, match="policies_to_train: expected some of"):
         MultiAgent({"shared": PolicySpec()}, shared, policies_to_train=("other",))
-    with pytest.raises(ConfigError, match="evaluation"):
-        A.PPO(A.PPOConfig(env=two_cartpoles, multi_agent=SHARED, evaluation_interval=1))
 
 
 def test_agents_with_different_spaces_each_get_their_policy() -> None:

@@ -1,12 +1,14 @@
 """Whole episodes played with a policy, one after another, on one env: the one episode loop of
 evaluation during training (``EvaluationWorker``) and of ``asyncflow evaluate``
-(``asyncflow/evaluate.py``), for a gymnasium env and an ``AsyncEnv`` alike. Episode ``k``
-starts from ``seed + k``: two evaluations with the same seed differ by their weights only."""
+(``asyncflow/evaluate.py``), for a gymnasium env and an ``AsyncEnv`` alike; and its
+multi-agent twin (``play_multi_agent_episodes``: every agent acting with the policy the mapping
+gives it). Episode ``k`` starts from ``seed + k``: two evaluations with the same seed differ
+by their weights only."""
 
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
@@ -17,7 +19,7 @@ from ..offline.writer import ExperienceWriter
 from ..policy import StatefulPolicy, WorkerPolicy
 from .normalization import NormalizerState
 
-__all__ = ["act_once", "play_episodes"]
+__all__ = ["act_once", "play_episodes", "play_multi_agent_episodes"]
 
 
 async def _call(method: Any, *args: Any, **kwargs: Any) -> Any:
@@ -91,3 +93,33 @@ async def play_episodes(
         returns.append(total)
         lengths.append(steps)
     return returns, lengths
+
+
+def play_multi_agent_episodes(
+    env: Any, policies: Mapping[str, WorkerPolicy], mapping: Callable[[str, int], str], episodes: int, *, seed: int,
+    explore: bool = False,
+) -> tuple[list[float], list[int], dict[str, list[float]]]:  # fmt: skip
+    """Play ``episodes`` whole episodes of a multi-agent env (``MultiAgentEnv``), each agent
+    acting with ``policies[mapping(agent, episode)]``: each episode's return summed over the
+    agents, its length (env steps), and each agent's own return by its policy."""
+    from ..envs.multi_agent import ALL
+
+    returns, lengths, by_policy = [], [], {pid: [] for pid in policies}  # type: ignore[var-annotated]
+    for episode in range(episodes):
+        obs, _ = env.reset(seed=seed + episode)
+        assignment = {agent: mapping(agent, episode) for agent in env.possible_agents}
+        own = dict.fromkeys(env.possible_agents, 0.0)
+        steps, over = 0, False
+        while not over:
+            actions = {a: act_once(policies[assignment[a]], o, explore=explore) for a, o in obs.items()}
+            obs, rewards, terminateds, truncateds, _ = env.step(actions)
+            for agent, reward in rewards.items():
+                own[agent] += float(reward)
+            over = bool(terminateds.get(ALL) or truncateds.get(ALL))
+            obs = {a: o for a, o in obs.items() if not (terminateds.get(a) or truncateds.get(a))}
+            steps += 1
+        returns.append(sum(own.values()))
+        lengths.append(steps)
+        for agent, value in own.items():
+            by_policy[assignment[agent]].append(value)
+    return returns, lengths, by_policy

@@ -4,23 +4,29 @@ An actor of its own (``evaluation_num_workers`` of them), with its own env and
 seeds, so that evaluating never takes steps from training. Every evaluation
 plays the same seeds (``seed``, ``seed + 1``, ...): two evaluations differ by
 their weights only. Actions are the policy's greedy ones, or sampled with
-``explore=True``. Gymnasium envs and ``AsyncEnv``s both work.
+``explore=True``. Gymnasium envs and ``AsyncEnv``s both work; a multi-agent env takes
+``MultiAgentEvaluationWorker`` (a policy per id, the run's mapping; each agent's return by
+its policy beside the episodes' returns summed over the agents).
 """
 
 from __future__ import annotations
 
 import inspect
+from collections.abc import Callable, Mapping
 from typing import Any
 
+import gymnasium as gym
 import numpy as np
 
 from ..envs.checks import EnvChecker
 from ..envs.make import EnvSpec, make_async_env, make_env
+from ..envs.multi_agent import make_multi_agent_env
 from ..policy import FlatWeights, PolicyFactory
-from .episodes import play_episodes
+from .episodes import play_episodes, play_multi_agent_episodes
+from .multi_agent_worker import EpisodeMapping
 from .normalization import NormalizerState
 
-__all__ = ["EvaluationWorker", "summarize_episodes"]
+__all__ = ["EvaluationWorker", "MultiAgentEvaluationWorker", "summarize_episodes"]
 
 
 class EvaluationWorker:
@@ -55,10 +61,50 @@ class EvaluationWorker:
             await out
 
 
-def summarize_episodes(played: list[tuple[list[float], list[int]]], iteration: int) -> dict[str, Any]:
-    """The ``evaluation`` entry of a result, from what each evaluation worker returned."""
-    returns = [r for worker_returns, _ in played for r in worker_returns]
-    lengths = [n for _, worker_lengths in played for n in worker_lengths]
+class MultiAgentEvaluationWorker:
+    """Whole episodes of a multi-agent env, each agent acting with its policy (the mapping's)."""
+
+    def __init__(
+        self,
+        env: Callable[[], Any],
+        *,
+        policy_factories: Mapping[str, PolicyFactory],
+        spaces: Mapping[str, tuple[gym.Space[Any], gym.Space[Any]]],
+        policy_mapping_fn: Callable[..., str],
+        seed: int,
+        worker_index: int,
+        explore: bool = False,
+    ) -> None:
+        self.env = make_multi_agent_env(env)
+        self.policies = {pid: factory(*spaces[pid], seed=seed, worker_index=worker_index)
+                         for pid, factory in policy_factories.items()}  # fmt: skip
+        self.mapping = EpisodeMapping(policy_mapping_fn)
+        self.seed, self.explore = seed, explore
+
+    async def evaluate(
+        self, weights: Mapping[str, FlatWeights], episodes: int, normalizer: NormalizerState | None = None
+    ) -> tuple[list[float], list[int], dict[str, list[float]]]:
+        """Play ``episodes`` whole episodes with each policy's ``weights``: their returns (summed
+        over the agents), lengths, and each agent's own return by its policy."""
+        for pid, policy_weights in weights.items():
+            self.policies[pid].set_weights(policy_weights)
+        return play_multi_agent_episodes(self.env, self.policies, self.mapping, episodes, seed=self.seed,
+                                         explore=self.explore)  # fmt: skip
+
+    async def aclose(self) -> None:
+        self.env.close()
+
+
+def summarize_episodes(played: list[tuple[Any, ...]], iteration: int) -> dict[str, Any]:
+    """The ``evaluation`` entry of a result, from what each evaluation worker returned (a
+    multi-agent run's: ``policy_return_mean`` too, each policy's agents' mean return)."""
+    returns = [r for worker_returns, *_ in played for r in worker_returns]
+    lengths = [n for _, worker_lengths, *_ in played for n in worker_lengths]
+    by_policy: dict[str, list[float]] = {}
+    for _, _, *rest in played:
+        for pid, values in (rest[0] if rest else {}).items():
+            by_policy.setdefault(pid, []).extend(values)
+    extra = {"policy_return_mean": {pid: float(np.mean(v)) for pid, v in by_policy.items() if v}} if by_policy else {}
     return {
         "episode_return_mean": float(np.mean(returns)),
         "episode_return_min": float(np.min(returns)),
@@ -66,4 +112,5 @@ def summarize_episodes(played: list[tuple[list[float], list[int]]], iteration: i
         "episode_len_mean": float(np.mean(lengths)),
         "episodes": len(returns),
         "training_iteration": iteration,  # whose weights were evaluated
+        **extra,
     }

@@ -49,10 +49,9 @@ class SamplingWorker(Protocol):
 
 
 class EvaluatingWorker(Protocol):
-    def evaluate(
-        self, weights: FlatWeights, episodes: int, normalizer: NormalizerState | None = None
-    ) -> tuple[list[float], list[int]]:
-        """Play ``episodes`` whole episodes with ``weights``: their returns and lengths."""
+    def evaluate(self, weights: Any, episodes: int, normalizer: NormalizerState | None = None) -> tuple[Any, ...]:
+        """Play ``episodes`` whole episodes with ``weights`` (``FlatWeights``; a multi-agent
+        worker's: by policy id): their returns and lengths (and each policy's agents' returns)."""
         ...
 
 

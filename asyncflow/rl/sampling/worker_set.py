@@ -127,10 +127,11 @@ class WorkerSet:
         return self.call(worker, SamplingWorker.sample)
 
     async def evaluate(
-        self, weights: FlatWeights, episodes: int, normalizer: NormalizerState | None = None
-    ) -> list[tuple[list[float], list[int]]]:
-        """Play ``episodes`` whole episodes with ``weights``, shared out over the workers
-        (evaluation workers): ``(returns, lengths)`` from each worker that played."""
+        self, weights: FlatWeights | dict[str, FlatWeights], episodes: int, normalizer: NormalizerState | None = None
+    ) -> list[tuple[Any, ...]]:
+        """Play ``episodes`` whole episodes with ``weights`` (a multi-agent run's: by policy id),
+        shared out over the workers (evaluation workers): ``(returns, lengths)`` from each worker
+        that played (a multi-agent worker's: and each agent's return by its policy)."""
         n = len(self.workers)
         shares = [episodes // n + (i < episodes % n) for i in range(n)]
         per_episode = self.timeout_s
