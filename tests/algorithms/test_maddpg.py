@@ -62,13 +62,15 @@ def test_each_actor_reads_only_its_agent_and_the_critic_reads_everyone() -> None
     assert not torch.allclose(q, net.critic(obs, other))
 
 
-async def test_maddpg_trains_saves_and_resumes(tmp_path: Path) -> None:
+async def test_maddpg_trains_is_evaluated_saves_and_resumes(tmp_path: Path) -> None:
     config = MADDPGConfig(env=SPEAKER_LISTENER, learning_starts=50, timesteps_per_iteration=100,
-                          train_batch_size=32, seed=1)  # fmt: skip
+                          train_batch_size=32, seed=1, evaluation_interval=1, evaluation_episodes=2)  # fmt: skip
     async with MADDPG(config) as algo:
         async for result in algo.train():
             if result["num_env_steps_trained"] > 0:
                 break
+        evaluation = await algo.evaluate()  # greedy, the team's return over whole 25-step episodes
+        assert evaluation["episodes"] == 2 and evaluation["episode_len_mean"] == 25
         path = await algo.save(tmp_path / "ckpt")
         weights = algo.learner.get_weights().vector.copy()
     restored = MADDPG.restore(path)
