@@ -562,6 +562,10 @@ class Algorithm:
         if "learner.lr" in changed and new.learner.lr_schedule is not None:
             raise ConfigError("learner.lr: this run's rate follows learner.lr_schedule; change the schedule "
                               "before training, not the rate while it trains")  # fmt: skip
+        for name, schedule in self.recipe.schedules:
+            if name in changed and getattr(new, schedule) is not None:
+                raise ConfigError(f"{name}: this run's {name} follows {schedule}; change the schedule before "
+                                  f"training, not the value while it trains")  # fmt: skip
         if refused := sorted(changed - live):
             can = ", ".join(sorted(live))
             raise ConfigError(f"{refused[0]}: {self.name} cannot change it while training (its workers or its "
@@ -604,7 +608,7 @@ class Algorithm:
             self._plan, self._plan_broken = self.recipe.plan(run), False
         plan = self._plan
         while True:
-            await self._follow_lr_schedule()
+            await self._follow_schedules()
             try:
                 result = await anext(plan)
             except StopAsyncIteration:
@@ -616,23 +620,35 @@ class Algorithm:
                 raise
             yield self._with_evaluation(result)
 
-    async def _follow_lr_schedule(self) -> None:
+    async def _follow_schedules(self) -> None:
         """``learner.lr_schedule``: before each iteration, the learner's optimizers take the
-        rate the schedule gives for the env steps sampled so far (a resumed run's go on)."""
+        rate the schedule gives for the env steps sampled so far (a resumed run's go on); and
+        each of the recipe's ``schedules`` that the config sets: the field takes its value, which
+        the loss reads at its next step (the config a checkpoint saves has it)."""
+        steps = self.ctx.counters.get(NUM_ENV_STEPS_SAMPLED, 0)
         schedule = self.config.learner.lr_schedule
-        if schedule is None:
-            return
-        lr = scheduled(schedule, self.ctx.counters.get(NUM_ENV_STEPS_SAMPLED, 0))
-        if lr != self._lr:
+        if schedule is not None and (lr := scheduled(schedule, steps)) != self._lr:
             for learner in self.recipe.learners(self.learner):
                 await self.ctx.learner_thread.run(_set_lr, learner, lr)
             self._lr = lr
+        c = self.config
+        changes = {name: value for name, points in ((name, getattr(c, field)) for name, field in self.recipe.schedules)
+                   if points is not None and (value := scheduled(points, steps)) != getattr(c, name)}  # fmt: skip
+        if changes:
+            self.config = c.replace(**changes)
+            for learner in self.recipe.learners(self.learner):
+                await self.ctx.learner_thread.run(_set_loss_config, learner, self.config)
 
 
 def _reconfigure(learner: Any, config: AlgorithmConfig) -> None:
     """In the learner thread, between two steps: the learner's optimizers take ``learner.lr``
     and its loss reads ``config``."""
     _set_lr(learner, config.learner.lr)
+    _set_loss_config(learner, config)
+
+
+def _set_loss_config(learner: Any, config: AlgorithmConfig) -> None:
+    """The learner's loss reads ``config`` from its next step (a learner with a loss of its own)."""
     if hasattr(learner, "loss_config"):
         learner.loss_config = config
 

@@ -202,6 +202,9 @@ class Recipe(Generic[C, L, R]):
     """Config fields besides ``learner.lr`` that may change while it trains
     (``Algorithm.change_config``, population-based training): those only its loss (through the
     learner's ``loss_config``) and its plan read, never its workers nor the learner's construction."""
+    schedules: tuple[tuple[str, str], ...] = ()
+    """``(field, schedule field)`` pairs: a field only its loss reads that follows a piecewise-linear
+    schedule over env steps when the config sets one (PPO's ``clip_param``, ``clip_param_schedule``)."""
 
     def with_loss(self, loss: Callable[..., Any]) -> Recipe[C, L, R]:
         """This algorithm training on another loss, where its learner takes one (the

@@ -44,6 +44,7 @@ import torch
 
 from ..errors import ConfigError
 from ..flow import concat_batches, parallel_rollouts, report_metrics, standardize_fields, train_one_step
+from ..rl.learners.schedule import check_schedule
 from ..rl.policies.actor_critic import ActorCritic, ActorCriticPolicy
 from ..session import Algorithm
 from ._actor_critic import ActorCriticLearner, ActorCriticWorkers
@@ -61,8 +62,12 @@ class PPOConfig(OnPolicyConfig):
     """Rows per SGD minibatch."""
     num_epochs: int = field(default=5, min=1)
     """Passes over each training batch."""
-    clip_param: float = field(default=0.2, min=0, exclusive_min=True)
-    """Surrogate clip range."""
+    clip_param: float = field(default=0.2, min=0)
+    """Surrogate clip range (its first, when ``clip_param_schedule`` is set)."""
+    clip_param_schedule: tuple[tuple[float, float], ...] | None = None
+    """``((env_steps, clip), ...)``: the clip range over the env steps sampled, linear between the
+    points, set before each iteration (Stable-Baselines3's ``clip_range: lin_0.1`` over a budget
+    ``B`` is ``((0, 0.1), (B, 0))``)."""
     vf_clip_param: float | None = field(default=10.0, min=0, exclusive_min=True)
     """Value clip range (None: no value clipping)."""
     vf_loss_coeff: float = field(default=0.5, min=0)
@@ -75,6 +80,11 @@ class PPOConfig(OnPolicyConfig):
 
     def __post_init__(self) -> None:
         super().__post_init__()
+        if self.clip_param_schedule is not None:
+            check_schedule("clip_param_schedule", self.clip_param_schedule)
+            if self.multi_agent is not None:
+                raise ConfigError("clip_param_schedule: not available with multi_agent (give each policy its "
+                                  "clip_param)")  # fmt: skip
         if self.standardize_advantages not in STANDARDIZE:
             choices = ", ".join(map(repr, STANDARDIZE[:-1])) + f" or {STANDARDIZE[-1]!r}"
             raise ConfigError(f"standardize_advantages: must be {choices}, got {self.standardize_advantages!r}")
@@ -140,6 +150,7 @@ RECIPE: Recipe[PPOConfig, ActorCriticPolicy, None] = Recipe(
     capabilities=Capabilities(recurrent=True, numpy_inference=True, learner_precision=True, rmsprop=True),
     live_fields=("clip_param", "vf_clip_param", "vf_loss_coeff", "entropy_coeff", "num_epochs", "minibatch_size",
                  "train_batch_size"),
+    schedules=(("clip_param", "clip_param_schedule"),),
 )  # fmt: skip
 
 

@@ -50,6 +50,28 @@ async def test_the_learner_follows_the_schedule_over_the_env_steps_sampled() -> 
             await algo.change_config(lr=1e-4)
 
 
+async def test_ppo_s_clip_range_follows_its_schedule_into_the_loss() -> None:
+    schedule = ((0, 0.3), (1_024, 0.1))
+    config = PPOConfig(env="CartPole-v1", num_workers=0, train_batch_size=256, minibatch_size=64, num_epochs=1,
+                       clip_param_schedule=schedule)  # fmt: skip
+    clips, steps_before = [], 0
+    async with PPO(config) as algo:
+        async for result in algo.train():
+            clips.append((steps_before, algo.learner.loss_config.clip_param, algo.config.clip_param))
+            steps_before = result["num_env_steps_sampled"]
+            if steps_before >= 1_280:
+                break
+        for steps, in_loss, in_config in clips:  # each iteration's loss clipped at the value for its steps
+            assert in_loss == in_config == pytest.approx(scheduled(schedule, steps)), clips
+        assert clips[0][1] == 0.3 and clips[-1][1] == pytest.approx(0.1)
+        with pytest.raises(ConfigError, match="clip_param follows clip_param_schedule"):
+            await algo.change_config(clip_param=0.2)
+        await algo.change_config(entropy_coeff=0.01)  # another live change keeps the scheduled clip
+        assert algo.learner.loss_config.clip_param == pytest.approx(0.1)
+    with pytest.raises(ConfigError, match="clip_param_schedule: env steps must start"):
+        PPOConfig(clip_param_schedule=((10, 0.2), (5, 0.1)))
+
+
 async def test_every_optimizer_of_an_off_policy_learner_follows_it() -> None:
     schedule = ((0, 1e-3), (400, 1e-4))
     config = SACConfig(env="Pendulum-v1", num_workers=0, learning_starts=100, lr_schedule=schedule,
