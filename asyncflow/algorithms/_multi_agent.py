@@ -269,7 +269,7 @@ def multi_agent_recipe(base: Recipe[Any, Any, Any]) -> Recipe[Any, PolicyLearner
 
     return dataclasses.replace(
         base, models=models, workers=workers, learner=learner, learners=learners, plan=plan,  # type: ignore[arg-type]
-        resources=resources, live_fields=(),
+        resources=resources, live_fields=(), schedules=(),
         capabilities=dataclasses.replace(caps, multi_agent=True, vector_env=False, async_env=False, recurrent=False,
                                          numpy_inference=False, vector_env_reason="multi-agent envs are stepped "
                                          "one by one", numpy_inference_reason="multi-agent workers"),

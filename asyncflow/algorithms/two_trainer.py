@@ -2,64 +2,42 @@
 side from the same multi-agent rollouts (RLlib Flow, Fig. 9: the composition
 that a user of a monolithic trainer could not write).
 
-Plan::
+It is one configuration of the policy mapping (``_multi_agent.py``): PPO's recipe on a
+multi-agent env, with the DQN policy trained by DQN (``PolicySpec(algorithm="dqn")``).
+``TwoTrainerConfig`` keeps its two parts (``ppo``, ``dqn``) and the flat names of earlier
+versions; ``as_mapping(config)`` is the same run as a ``PPOConfig`` with ``multi_agent``, and
+the plan is the mapping's::
 
-    rollouts = parallel_rollouts(bulk_sync)                      # MultiAgentBatch
-    ppo_rollouts, dqn_rollouts = duplicate(rollouts, 2)          # one branch per policy to train
-    ppo: select_experiences(ppo_policy) -> concat_batches -> standardize_fields -> train_one_step
-    dqn store: select_experiences(dqn_policy) -> store_to_replay_buffer
-    dqn train: replay(rate-limited) -> learn_on_batches -> update_priorities -> sync_weights -> update_target_network
-    concurrently([ppo, dqn store, dqn train], async) -> once_per_steps -> report_metrics
+    rollouts = parallel_rollouts(workers)                    # MultiAgentBatch, counted once
+    ppo_rows, dqn_rows = duplicate(rollouts, 2)              # a branch per policy to train
+    ppo: PPO's own plan on its rows; dqn: DQN's own replay plan on its rows
+    concurrently([ppo, dqn], async) -> a result once both have reported -> report_metrics
 
-With ``policies_to_train`` naming one policy, only its branch is built; the
-other policy keeps acting with the weights it has.
-
-Each policy's experiences reach only its own learner; each learner sends
-its weights to the workers under its own policy id. The replay branch is
-rate-limited (``dqn_training_intensity`` rows replayed per row stored), so
-the three branches can run freely without one starving the others.
+With ``policies_to_train`` naming one policy, only its plan runs; the other policy keeps acting
+with the weights it has. Each policy's experiences reach only its own learner; each learner
+sends its weights to the workers under its own policy id.
 """
 
 from __future__ import annotations
 
-import functools
-from collections.abc import AsyncIterator, Callable
+import dataclasses
+from collections.abc import Callable, Mapping
 from typing import Any, cast
 
 from .._fields import part
 from ..actors import Runtime
 from ..errors import ConfigError
-from ..flow import (
-    concat_batches,
-    concurrently,
-    duplicate,
-    once_per_steps,
-    parallel_rollouts,
-    report_metrics,
-    select_policy,
-    standardize_fields,
-    train_one_step,
-)
-from ..flow.learner import learn_on_batches, sync_weights, update_priorities, update_target_network
-from ..flow.replay import replay, store_to_replay_buffer
-from ..rl.data.replay_buffer import ReplayBuffer
-from ..rl.data.sample_batch import MultiAgentBatch, SampleBatch
-from ..rl.data.state import get_state, set_state
 from ..rl.envs.multi_agent import MultiAgentCartPole
-from ..rl.policies.actor_critic import ActorCriticPolicy
-from ..rl.policies.epsilon_greedy import EpsilonGreedyPolicy
-from ..rl.policy import FlatWeights
-from ..rl.sampling.multi_agent_worker import MappedPolicy
+from ..rl.multi_agent import MultiAgent, PolicySpec
 from ..session import Algorithm
 from . import ppo
-from ._actor_critic import ActorCriticLearner
 from ._config import AlgorithmConfig, algorithm_config, field
-from ._off_policy import REPLAY_BUFFER
-from ._recipe import Capabilities, MultiAgentWorkers, Plan, PolicyModel, Recipe, Resources, Run, Spaces
-from .dqn import DQN_MODELS, DQNConfig, dqn_learner
-from .ppo import PPOConfig, ppo_loss
+from ._multi_agent import SHARED, PolicyLearners, multi_agent_recipe
+from ._recipe import MultiAgentWorkers, Plan, PolicyModel, Recipe, Resources, Run, Spaces
+from .dqn import DQNConfig
+from .ppo import PPOConfig
 
-__all__ = ["DQN_POLICY", "PPO_POLICY", "TwoTrainer", "TwoTrainerConfig", "two_agent_cartpole"]
+__all__ = ["DQN_POLICY", "PPO_POLICY", "TwoTrainer", "TwoTrainerConfig", "as_mapping", "two_agent_cartpole"]
 
 PPO_POLICY = "ppo_policy"
 DQN_POLICY = "dqn_policy"
@@ -86,13 +64,12 @@ _PPO_SHORTHANDS = {
 }
 _DQN_SHORTHANDS = {"dqn_lr": "dqn.learner.lr", "dqn_model": "dqn.model", "dqn_hidden": "dqn.model.hidden",
                    **{f"dqn_{n}": f"dqn.{n}" for n in _DQN_FIELDS}}  # fmt: skip
-_SHARED = ("env", "environment", "rollouts", "evaluation", "gamma", "seed", "metrics_smoothing_episodes")
-"""What the two policies share: the run's own, not their configs' (which must be left as they are)."""
 
 
 @algorithm_config(
     defaults={"env": two_agent_cartpole, "rollout_fragment_length": 256, "ppo.learner.lr": 3e-3,
-              "ppo.train_batch_size": 1024, "ppo.minibatch_size": 128, "ppo.num_epochs": 5, "dqn.learner.lr": 1e-3},
+              "ppo.train_batch_size": 1024, "ppo.minibatch_size": 128, "ppo.num_epochs": 5, "dqn.learner.lr": 1e-3,
+              "dqn.training_intensity": 4.0},
     shorthands={**_PPO_SHORTHANDS, **_DQN_SHORTHANDS},
 )  # fmt: skip
 class TwoTrainerConfig(AlgorithmConfig):
@@ -104,14 +81,16 @@ class TwoTrainerConfig(AlgorithmConfig):
     ppo: PPOConfig = part(default_factory=PPOConfig)
     """The PPO policy: its learner, model, GAE ``lam`` and PPO's own fields."""
     dqn: DQNConfig = part(default_factory=DQNConfig)
-    """The DQN policy: its learner, model, replay and DQN's own fields (``dqn.training_intensity``
-    rate-limits its replay against its sampling, so the branches run freely)."""
+    """The DQN policy: its learner, model, replay and DQN's own fields (``dqn.training_intensity``:
+    rows replayed per row stored; 4 here, where DQN's own default is 16, since the two policies
+    share one stream of rollouts and the slower one sets its pace)."""
     policy_mapping_fn: Callable[[str], str] = alternate_ppo_dqn
     """Agent id -> "ppo_policy" or "dqn_policy" (a module-level function: it is sent to workers)."""
     policies_to_train: tuple[str, ...] = (PPO_POLICY, DQN_POLICY)
     """The policies that learn; the others keep acting with their current weights."""
     timesteps_per_iteration: int = field(default=2_048, min=1)
-    """Env steps sampled between two results."""
+    """The DQN policy's agent steps between two of its reports (PPO's policy reports once per
+    ``ppo.train_batch_size``); a result comes once every policy that learns has reported."""
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -121,7 +100,7 @@ class TwoTrainerConfig(AlgorithmConfig):
         for policy in ("ppo", "dqn"):
             sub = getattr(self, policy)
             fresh = type(sub)()
-            for name in _SHARED:
+            for name in (*SHARED, "multi_agent"):
                 if getattr(sub, name) != getattr(fresh, name):
                     raise ConfigError(f"{policy}.{name}: the two policies share the run's {name}; set {name}")
         unknown = set(self.policies_to_train) - {PPO_POLICY, DQN_POLICY}
@@ -132,112 +111,60 @@ class TwoTrainerConfig(AlgorithmConfig):
             )
 
 
-class _PolicyLearner:
-    """A learner whose weights go to one policy id of multi-agent workers."""
-
-    def __init__(self, policy_id: str, learner: Any) -> None:
-        self.policy_id, self.learner = policy_id, learner
-
-    def learn_on_batch(self, *args: Any, **kwargs: Any) -> Any:
-        return self.learner.learn_on_batch(*args, **kwargs)
-
-    def get_weights(self) -> dict[str, FlatWeights]:
-        return {self.policy_id: self.learner.get_weights()}
-
-    def update_target(self) -> None:
-        self.learner.update_target()
+def as_mapping(config: TwoTrainerConfig) -> PPOConfig:
+    """The same run as the policy mapping writes it: PPO with ``ppo``'s fields and the run's,
+    and a DQN policy trained by DQN with ``dqn``'s fields (``PolicySpec(algorithm="dqn")``)."""
+    own = {f.name: getattr(config.dqn, f.name) for f in dataclasses.fields(DQNConfig)
+           if f.init and f.name not in (*SHARED, "multi_agent")}  # fmt: skip
+    own["timesteps_per_iteration"] = config.timesteps_per_iteration
+    policies = {PPO_POLICY: PolicySpec(), DQN_POLICY: PolicySpec(algorithm="dqn", config=own)}
+    mapping = MultiAgent(policies, config.policy_mapping_fn, config.policies_to_train)
+    shared = {name: getattr(config, name) for name in SHARED}
+    return cast(PPOConfig, config.ppo.replace(**shared, multi_agent=mapping))
 
 
-class _Learners:
-    def __init__(self, *learners: _PolicyLearner) -> None:
-        self.by_id = {learner.policy_id: learner for learner in learners}
-
-    def get_state(self) -> dict[str, Any]:
-        return {pid: get_state(learner.learner) for pid, learner in self.by_id.items()}
-
-    def set_state(self, state: dict[str, Any]) -> None:
-        for pid, learner_state in state.items():
-            set_state(self.by_id[pid].learner, learner_state)
-
-    def get_weights(self) -> dict[str, FlatWeights]:
-        return {pid: learner.learner.get_weights() for pid, learner in self.by_id.items()}
+MAPPED = multi_agent_recipe(ppo.RECIPE)
+"""PPO's recipe on a multi-agent env: what runs a two-trainer config, as ``as_mapping`` writes it."""
 
 
-def two_trainer_workers(config: TwoTrainerConfig, spaces: Any) -> MultiAgentWorkers:
+def two_trainer_plan(run: Run[TwoTrainerConfig, PolicyLearners, dict[str, Any]]) -> Plan:
+    """The mapping's plan on the config as the mapping writes it (the module docstring)."""
+    return MAPPED.plan(Run(as_mapping(run.config), run.workers, run.learner, run.resources))
+
+
+def two_trainer_workers(config: TwoTrainerConfig, spaces: Mapping[str, Spaces] | None) -> MultiAgentWorkers:
     """Each worker runs both policies, each agent acting with the one it maps to."""
-    ppo, dqn = config.ppo, config.dqn
-    initial, final = dqn.epsilon
-    ppo_policy = functools.partial(ActorCriticPolicy, model=ppo.model, hidden=ppo.vector_hidden,
-                                   device=config.rollouts.device)  # fmt: skip
-    per_worker = dqn.epsilon_timesteps // max(config.rollouts.num_workers, 1)
-    dqn_policy = functools.partial(EpsilonGreedyPolicy, model=dqn.model, hidden=dqn.vector_hidden, dueling=dqn.dueling,
-                                   epsilon=(initial, final, per_worker), device=config.rollouts.device)  # fmt: skip
-    policies = {PPO_POLICY: MappedPolicy(ppo_policy, "gae"),  # type: ignore[arg-type]
-                DQN_POLICY: MappedPolicy(dqn_policy, "transitions", dqn.n_step)}  # type: ignore[arg-type]  # fmt: skip
-    return MultiAgentWorkers(policies, config.policy_mapping_fn, lam=ppo.lam)
+    return MAPPED.workers(as_mapping(config), spaces)  # type: ignore[return-value]
 
 
-def two_trainer_learner(config: TwoTrainerConfig, spaces: dict[str, Spaces]) -> _Learners:
+def two_trainer_learner(config: TwoTrainerConfig, spaces: Mapping[str, Spaces]) -> PolicyLearners:
     """PPO's learner and DQN's, each with its own config."""
-    ppo = ActorCriticLearner(ppo_loss, ActorCriticPolicy)(config.ppo.replace(seed=config.seed), spaces[PPO_POLICY])
-    dqn = dqn_learner(config.dqn.replace(seed=config.seed), spaces[DQN_POLICY])
-    return _Learners(_PolicyLearner(PPO_POLICY, ppo), _PolicyLearner(DQN_POLICY, dqn))
+    return MAPPED.learner(as_mapping(config), spaces)
 
 
-def two_trainer_models(config: TwoTrainerConfig) -> dict[str, PolicyModel]:
+def two_trainer_models(config: TwoTrainerConfig) -> Mapping[str, PolicyModel]:
     """Each policy's model, as its own algorithm would build it."""
-    return {PPO_POLICY: ppo.RECIPE.models(config.ppo)["default"], DQN_POLICY: DQN_MODELS(config.dqn)["default"]}
+    return MAPPED.models(as_mapping(config))
 
 
-async def _open_buffer(config: TwoTrainerConfig, runtime: Runtime) -> ReplayBuffer:
-    return await REPLAY_BUFFER.open(config.dqn, runtime)
+async def _open(config: TwoTrainerConfig, runtime: Runtime) -> dict[str, Any]:
+    return await MAPPED.resources.open(as_mapping(config), runtime)  # type: ignore[union-attr,no-any-return]
 
 
-async def _save_buffer(config: TwoTrainerConfig, buffer: ReplayBuffer) -> Any:
-    return await REPLAY_BUFFER.save(config.dqn, buffer)
+async def _save(config: TwoTrainerConfig, opened: dict[str, Any]) -> Any:
+    return await MAPPED.resources.save(as_mapping(config), opened)  # type: ignore[union-attr]
 
 
-async def _load_buffer(config: TwoTrainerConfig, buffer: ReplayBuffer, state: Any) -> ReplayBuffer:
-    return await REPLAY_BUFFER.load(config.dqn, buffer, state)
+async def _load(config: TwoTrainerConfig, opened: dict[str, Any], state: Any) -> dict[str, Any]:
+    if not (isinstance(state, dict) and set(state) <= {PPO_POLICY, DQN_POLICY}):
+        state = {DQN_POLICY: state}  # a checkpoint of the plan before the mapping: DQN's buffer alone
+    return await MAPPED.resources.load(as_mapping(config), opened, state)  # type: ignore[union-attr,no-any-return]
 
 
-TwoTrainerRun = Run[TwoTrainerConfig, _Learners, ReplayBuffer]
-
-
-def two_trainer_plan(run: TwoTrainerRun) -> Plan:
-    """One stream of multi-agent rollouts, a branch per policy to train (the module docstring)."""
-    rollouts = cast(AsyncIterator[MultiAgentBatch], parallel_rollouts(run.workers, mode="bulk_sync"))
-    branches = duplicate(rollouts, len(run.config.policies_to_train))
-    ops: list[AsyncIterator[Any]] = []
-    for policy_id, branch in zip(run.config.policies_to_train, branches, strict=True):
-        experiences = select_policy(branch, policy_id)
-        ops += _train_ppo(run, experiences) if policy_id == PPO_POLICY else _train_dqn(run, experiences)
-    return report_metrics(once_per_steps(concurrently(ops, "async"), run.config.timesteps_per_iteration))
-
-
-def _train_ppo(run: TwoTrainerRun, experiences: AsyncIterator[SampleBatch]) -> list[Any]:
-    c, learner = run.config.ppo, run.learner.by_id[PPO_POLICY]
-    batches = standardize_fields(concat_batches(experiences, c.train_batch_size), ["advantages"])
-    return [train_one_step(batches, learner, run.workers, num_epochs=c.num_epochs, minibatch_size=c.minibatch_size,
-                           seed=run.config.seed)]  # fmt: skip
-
-
-def _train_dqn(run: TwoTrainerRun, experiences: AsyncIterator[SampleBatch]) -> list[Any]:
-    c, learner, buffer = run.config.dqn, run.learner.by_id[DQN_POLICY], run.resources
-    ratio, starts = c.training_intensity, c.learning_starts
-    store_op = store_to_replay_buffer(experiences, buffer, learning_starts=starts, min_replay_ratio=ratio)
-    replayed = replay(buffer, c.train_batch_size, min_size=starts, max_replay_ratio=ratio)
-    trained = sync_weights(update_priorities(learn_on_batches(replayed, learner)), learner, run.workers, every=8)
-    return [store_op, update_target_network(trained, learner, c.target_network_update_freq)]
-
-
-RECIPE: Recipe[TwoTrainerConfig, _Learners, ReplayBuffer] = Recipe(
-    name="two_trainer", config=TwoTrainerConfig, family="actor_critic", plan=two_trainer_plan,
+RECIPE: Recipe[TwoTrainerConfig, PolicyLearners, dict[str, Any]] = dataclasses.replace(
+    MAPPED, name="two_trainer", config=TwoTrainerConfig, plan=two_trainer_plan,  # type: ignore[arg-type]
     workers=two_trainer_workers, learner=two_trainer_learner, models=two_trainer_models,
-    resources=Resources(open=_open_buffer, save=_save_buffer, load=_load_buffer),
-    learners=lambda learners: [learner.learner for learner in learners.by_id.values()],
-    capabilities=Capabilities(multi_agent=True, vector_env=False, async_env=False,
-                              vector_env_reason="multi-agent envs are stepped one by one"),
+    resources=Resources(open=_open, save=_save, load=_load),
 )  # fmt: skip
 
 

@@ -153,9 +153,9 @@ async def test_a2c_microbatch_plan_averages_gradients() -> None:
     assert "policy_loss" in result["learner"]
 
 
-# The plan is asynchronous, so its course depends on timing. With the DQN
-# branch sending TD errors back to the prioritized buffer, seeds 0-5 each had
-# both policies at 150 within 33-57k env steps (40-53 s); the budget is 150k.
+# The plan is asynchronous, so its course depends on timing. On the policy
+# mapping (PPO's plan and DQN's on one shared stream), seed 0 had both policies
+# at 150 within 26k env steps (44 s beside other work); the budget is 150k.
 @pytest.mark.slow
 @pytest.mark.timeout(400)
 async def test_two_trainers_learn_side_by_side_on_two_agent_cartpole() -> None:
@@ -180,18 +180,18 @@ async def test_policies_to_train_leaves_the_other_policy_alone() -> None:
     config = TwoTrainerConfig(num_workers=1, rollout_fragment_length=128, ppo_train_batch_size=256,
                               timesteps_per_iteration=256, policies_to_train=(PPO_POLICY,))  # fmt: skip
     async with TwoTrainer(config) as algo:
-        dqn_before = algo.learner.by_id[DQN_POLICY].learner.get_weights()
-        ppo_before = algo.learner.by_id[PPO_POLICY].learner.get_weights()
+        dqn_before = algo.learner.by_id[DQN_POLICY].get_weights()
+        ppo_before = algo.learner.by_id[PPO_POLICY].get_weights()
         results = []
         async for result in algo.train():
             results.append(result)
             if len(results) == 3:
                 break
         worker_weights = await algo.workers.workers[0].get_weights()
-    assert len(algo.resources) == 0  # no DQN branch: nothing stored
-    np.testing.assert_array_equal(algo.learner.by_id[DQN_POLICY].learner.get_weights().vector, dqn_before.vector)
+    assert len(algo.resources[DQN_POLICY]) == 0  # no DQN plan: nothing stored
+    np.testing.assert_array_equal(algo.learner.by_id[DQN_POLICY].get_weights().vector, dqn_before.vector)
     np.testing.assert_array_equal(worker_weights[DQN_POLICY].vector, dqn_before.vector)
-    ppo_after = algo.learner.by_id[PPO_POLICY].learner.get_weights()
+    ppo_after = algo.learner.by_id[PPO_POLICY].get_weights()
     assert ppo_after.version > ppo_before.version
     # The workers got trained PPO weights (the plan is asynchronous: the learner
     # may have moved on by the time we look, so compare versions, not vectors).

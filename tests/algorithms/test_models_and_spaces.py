@@ -194,8 +194,8 @@ async def test_user_models_for_dqn_and_sac_and_per_policy_in_two_trainer() -> No
                               dqn_learning_starts=64)  # fmt: skip
     async with TwoTrainer(config) as two:
         await _results(two, 2)
-        assert isinstance(two.learner.by_id[PPO_POLICY].learner.model, MyNet)
-        assert isinstance(two.learner.by_id[DQN_POLICY].learner.model, nn.Sequential)
+        assert isinstance(two.learner.by_id[PPO_POLICY].model, MyNet)
+        assert isinstance(two.learner.by_id[DQN_POLICY].model, nn.Sequential)
     with pytest.raises(ConfigError, match=r"set ppo\.model and dqn\.model"):
         TwoTrainerConfig(model=MyNet)
 
