@@ -109,12 +109,14 @@ async def _final_return(algo: Any, steps: int, key: str) -> float:
 async def test_maddpg_learns_to_communicate_where_independent_ddpg_does_not() -> None:
     """MPE2's cooperative communication: the listener moves to a landmark only the speaker
     sees. An independent learner's critic sees the other agent as part of a moving world; a
-    listener alone can do no better than the landmarks' middle (about -19 here, random about
-    -47). Seed 0, 25,000 env steps, the same settings for both (``SETTINGS``)."""
+    listener alone can do no better than the landmarks' middle (about -17 to -19 here, random
+    about -47). Seed 0, 30,000 env steps, the same settings for both (``SETTINGS``); at 30k
+    ``benchmarks/multi_agent.py`` measured MADDPG at -9.9 to -11.2 and independent DDPG at -17.0
+    to -19.5 (seeds 0-2)."""
     async with MADDPG(MADDPGConfig(env=SPEAKER_LISTENER, **SETTINGS)) as algo:
-        maddpg = await _final_return(algo, 25_000, "episode_return_mean")  # the team's: the mean of the two
+        maddpg = await _final_return(algo, 30_000, "episode_return_mean")  # the team's: the mean of the two
     independent = DDPGConfig(env=SPEAKER_LISTENER, multi_agent=MultiAgent.per_agent(AGENTS), **SETTINGS)
     async with DDPG(independent) as algo:
-        ddpg = await _final_return(algo, 25_000, "episode_return_mean") / len(AGENTS)  # a sum over the agents
-    assert maddpg >= -15.5, (maddpg, ddpg)
-    assert ddpg <= -16.5, (maddpg, ddpg)
+        ddpg = await _final_return(algo, 30_000, "episode_return_mean") / len(AGENTS)  # a sum over the agents
+    assert maddpg >= -14.0, (maddpg, ddpg)
+    assert ddpg <= -15.5, (maddpg, ddpg)
