@@ -379,8 +379,9 @@ class Algorithm:
     def _spawn_evaluation_workers(self, runtime: Runtime) -> list[Awaitable[ActorHandle]]:
         """Start the evaluation workers: the training workers' policy, on envs and seeds of their own."""
         c = self.config
-        spec = self.recipe.workers(c, self.spaces)
-        if isinstance(spec, MultiAgentWorkers):  # a policy per id, agents mapped as in training
+        if self.recipe.capabilities.multi_agent:  # a policy per id, agents mapped as in training
+            spec = self.recipe.workers(c, self.spaces)
+            assert isinstance(spec, MultiAgentWorkers)
             return [
                 runtime.spawn(
                     MultiAgentEvaluationWorker,
@@ -631,11 +632,13 @@ class Algorithm:
             for learner in self.recipe.learners(self.learner):
                 await self.ctx.learner_thread.run(_set_lr, learner, lr)
             self._lr = lr
-        c = self.config
-        changes = {name: value for name, points in ((name, getattr(c, field)) for name, field in self.recipe.schedules)
-                   if points is not None and (value := scheduled(points, steps)) != getattr(c, name)}  # fmt: skip
+        changes = {}
+        for name, schedule_field in self.recipe.schedules:
+            points = getattr(self.config, schedule_field)
+            if points is not None and (value := scheduled(points, steps)) != getattr(self.config, name):
+                changes[name] = value
         if changes:
-            self.config = c.replace(**changes)
+            self.config = self.config.replace(**changes)
             for learner in self.recipe.learners(self.learner):
                 await self.ctx.learner_thread.run(_set_loss_config, learner, self.config)
 

@@ -32,7 +32,7 @@ from torch import nn
 from ..errors import ConfigError
 from ..rl.data.replay_buffer import ReplayBuffer
 from ..rl.envs.make import EnvSpec
-from ..rl.envs.team import BoxTeamEnv, team_action_sizes
+from ..rl.envs.team import BoxTeamEnv, check_team, team_action_sizes
 from ..rl.models import ModelConfig
 from ..rl.models.builtin import MLPActor, MLPCritic
 from ..rl.policies.continuous import DeterministicPolicy
@@ -50,10 +50,9 @@ class DecentralizedActors(nn.Module):
     observation; their (pre-tanh) actions side by side in the agents' order."""
 
     def __init__(self, observation_space: gym.spaces.Dict, action_sizes: Mapping[str, int], config: ModelConfig,
-                 hidden: Sequence[int]) -> None:  # fmt: skip
+                 sizes: Sequence[int]) -> None:  # fmt: skip
         super().__init__()
         self.agents = list(action_sizes)
-        sizes = tuple(config.hidden or hidden)
         self.actors = nn.ModuleList(MLPActor(observation_space[a], config, sizes, n) for a, n in action_sizes.items())
 
     def forward(self, obs: Mapping[str, torch.Tensor]) -> torch.Tensor:
@@ -72,9 +71,9 @@ class MADDPGNet(nn.Module):
             raise ConfigError(f"env: MADDPG's model takes a team's Dict of the agents' observations "
                               f"({list(action_sizes)}), not {observation_space}")  # fmt: skip
         config = config or ModelConfig()
-        self.actor = DecentralizedActors(observation_space, action_sizes, config, hidden)
-        act_dim = sum(action_sizes.values())
-        self.critic = MLPCritic(observation_space, config, tuple(config.hidden or hidden), act_dim, num_q)
+        sizes = tuple(config.hidden or hidden)
+        self.actor = DecentralizedActors(observation_space, action_sizes, config, sizes)
+        self.critic = MLPCritic(observation_space, config, sizes, sum(action_sizes.values()), num_q)
 
 
 @algorithm_config(defaults={"train_batch_size": 256, "buffer_size": 200_000, "learning_starts": 2_000,
@@ -91,11 +90,7 @@ class MADDPGConfig(DDPGConfig):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        if self.team_reward not in ("mean", "sum"):
-            raise ConfigError(f"team_reward: must be 'mean' or 'sum', got {self.team_reward!r}")
-        if self.env is None or (isinstance(self.env, str) and ":" not in self.env):
-            raise ConfigError(f"env: MADDPG takes a multi-agent env (a callable or 'module:function'), not "
-                              f"{self.env!r}")  # fmt: skip
+        check_team("MADDPG", self.env, self.team_reward)
 
     def worker_env(self, *, training: bool = True) -> EnvSpec:
         """The env's agents as one team of continuous actors."""

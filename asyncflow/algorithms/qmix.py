@@ -29,7 +29,7 @@ from ..rl.data.replay_buffer import WEIGHTS, ReplayBuffer
 from ..rl.data.sample_batch import ACTIONS, DISCOUNTS, NEXT_OBS, OBS, REWARDS, SampleBatch
 from ..rl.data.tree import Tree, tree_len
 from ..rl.envs.make import EnvSpec
-from ..rl.envs.team import TeamEnv, agent_spaces
+from ..rl.envs.team import TeamEnv, agent_spaces, check_team
 from ..rl.learners.device import resolve_device, to_numpy, to_tensors
 from ..rl.learners.optim import Adam, UpdateGuard
 from ..rl.models import ModelSpec, build_model
@@ -219,10 +219,7 @@ class QMIXConfig(ReplayConfig):
         check_epsilon("epsilon", self.epsilon)
         if self.mixer not in MIXERS:
             raise ConfigError(f"mixer: must be 'qmix' or 'vdn', got {self.mixer!r}")
-        if self.team_reward not in ("mean", "sum"):
-            raise ConfigError(f"team_reward: must be 'mean' or 'sum', got {self.team_reward!r}")
-        if isinstance(self.env, str) and ":" not in self.env:
-            raise ConfigError(f"env: QMIX takes a multi-agent env (a callable or 'module:function'), not {self.env!r}")
+        check_team("QMIX", self.env, self.team_reward)
 
     def target_update_freq(self) -> int | None:
         return self.target_network_update_freq

@@ -25,7 +25,18 @@ import numpy as np
 from ...errors import ConfigError
 from .multi_agent import ALL, make_multi_agent_env
 
-__all__ = ["BoxTeamEnv", "TeamEnv", "agent_spaces", "team_action_sizes"]
+__all__ = ["BoxTeamEnv", "TeamEnv", "agent_spaces", "check_team", "team_action_sizes"]
+
+TEAM_REWARDS = ("mean", "sum")
+
+
+def check_team(algorithm: str, env: Any, reward: str) -> None:
+    """A team algorithm's config: ``env`` a multi-agent env (a callable or ``"module:function"``)
+    and ``team_reward`` one of ``TEAM_REWARDS``; a one-line ``ConfigError`` else."""
+    if reward not in TEAM_REWARDS:
+        raise ConfigError(f"team_reward: must be 'mean' or 'sum', got {reward!r}")
+    if env is None or (isinstance(env, str) and ":" not in env):
+        raise ConfigError(f"env: {algorithm} takes a multi-agent env (a callable or 'module:function'), not {env!r}")
 
 
 def agent_spaces(
@@ -55,8 +66,7 @@ class _Team(gym.Env[Any, np.ndarray]):
     """What both teams share: the env, its agents in order, the team's reward, the ending."""
 
     def __init__(self, env: Callable[[], Any] | str, reward: str) -> None:
-        if reward not in ("mean", "sum"):
-            raise ConfigError(f"team_reward: must be 'mean' or 'sum', got {reward!r}")
+        check_team(type(self).__name__, env, reward)
         self.env = make_multi_agent_env(env)
         self.agents = list(self.env.possible_agents)
         self.reward = reward
