@@ -52,6 +52,10 @@ class A2CConfig(OnPolicyConfig):
     """Weight of the value loss."""
     entropy_coeff: float = field(default=0.0, min=0)
     """Weight of the entropy bonus."""
+    standardize_advantages: bool = True
+    """Scale the advantages to mean 0 and std 1 over each batch (each microbatch, with
+    ``microbatch_size``) before the policy gradient; False: as computed (Stable-Baselines3's A2C,
+    ``normalize_advantage=False``)."""
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -60,10 +64,11 @@ class A2CConfig(OnPolicyConfig):
 
 
 def a2c_loss(ac: ActorCritic, batch: Mapping[str, Any], config: A2CConfig) -> tuple[torch.Tensor, dict[str, float]]:
-    """Policy gradient on standardized advantages, value regression, entropy bonus."""
+    """Policy gradient on (standardized) advantages, value regression, entropy bonus."""
     dist, values = ac(batch["obs"])
     adv = batch["advantages"]
-    adv = (adv - adv.mean()) / (adv.std() + 1e-8) if len(adv) > 1 else adv
+    if config.standardize_advantages and len(adv) > 1:
+        adv = (adv - adv.mean()) / (adv.std() + 1e-8)
     policy_loss = -(dist.log_prob(batch["actions"]) * adv).mean()
     vf_loss = ((values - batch["value_targets"]) ** 2).mean()
     entropy = dist.entropy().mean()

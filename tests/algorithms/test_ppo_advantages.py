@@ -1,4 +1,5 @@
-"""PPO's advantage standardization: per training batch (RLlib), per minibatch (SB3, CleanRL), or none."""
+"""Advantage standardization: PPO's per training batch (RLlib), per minibatch (SB3, CleanRL), or
+none; A2C's per batch or none (SB3's A2C)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,8 @@ import pytest
 import torch
 
 from asyncflow import ConfigError
-from asyncflow.algorithms import PPOConfig
+from asyncflow.algorithms import A2CConfig, PPOConfig
+from asyncflow.algorithms.a2c import a2c_loss
 from asyncflow.algorithms.ppo import ppo_loss
 from asyncflow.rl import ActorCriticPolicy
 
@@ -45,3 +47,16 @@ def test_minibatch_standardization_is_the_loss_of_standardized_advantages() -> N
 def test_an_unknown_standardization_is_a_config_error() -> None:
     with pytest.raises(ConfigError, match="standardize_advantages: must be 'batch', 'minibatch' or 'none'"):
         PPOConfig(standardize_advantages="episode")
+
+
+def test_a2c_standardizes_its_advantages_unless_told_not_to() -> None:
+    space = gym.spaces.Box(-1.0, 1.0, (4,), np.float32)
+    ac = ActorCriticPolicy(space, gym.spaces.Discrete(2), seed=0).ac
+    batch = _minibatch()
+    adv = batch["advantages"]
+    by_hand = {**batch, "advantages": (adv - adv.mean()) / (adv.std() + 1e-8)}
+    standardized, _ = a2c_loss(ac, batch, A2CConfig())
+    raw, _ = a2c_loss(ac, batch, A2CConfig(standardize_advantages=False))
+    raw_by_hand, _ = a2c_loss(ac, by_hand, A2CConfig(standardize_advantages=False))
+    assert torch.allclose(standardized, raw_by_hand, atol=1e-6)
+    assert not torch.allclose(standardized, raw, atol=1e-3)  # SB3's A2C: the advantages as computed
