@@ -196,8 +196,9 @@ class LearnerConfig(Fields):
     where ``device`` computes it natively: a CUDA GPU from compute capability 8.0, a CPU with AMX
     or AVX512-BF16; else float32). See ``asyncflow/rl/learners/precision.py``."""
     torch_threads: int | None = field(default=None, min=1)
-    """Torch threads of the learner's SGD steps; None: one for models without convolutions (their
-    small steps run faster on one), all of this machine's cores (up to 8) for a CNN."""
+    """Torch threads of the learner's SGD steps; None: all of this machine's cores (up to 8) for a
+    CNN or a model of 100k parameters or more (``session.BIG_MODEL``), one for smaller models
+    (their small steps run faster on one)."""
     max_nonfinite_updates: int = field(default=10, min=1)
     """Updates in a row with a NaN or inf loss or gradient (each skipped) before the run
     stops with ``NonFiniteError``."""
