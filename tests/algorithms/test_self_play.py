@@ -45,7 +45,7 @@ async def test_self_play_ppo_beats_a_random_player_and_keeps_its_league(tmp_path
     config = A.PPOConfig(env=connect_four, multi_agent=ma, num_workers=2, seed=0, entropy_coeff=0.01)
     async with A.PPO(config) as algo:
         async for result in algo.train():
-            if result.num_env_steps_sampled >= 45_000:
+            if result.num_env_steps_sampled >= 60_000:
                 break
         league = result["league"]
         rates = play_games(connect_four, _greedy(algo.learner.by_id["main"]), random_player, 200)
