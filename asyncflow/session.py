@@ -673,7 +673,7 @@ BIG_MODEL = 100_000
 loop's thread on one torch thread (2-core VM, 2026-12-07), 4,000 env steps from 1,000, one env
 in the driver: TD3's tuned Pendulum example (400x300, about 370k parameters) 43.8 s on one
 learner thread, 29.0 s on two; SAC's (256x256, about 200k) 38.7 s and 28.9 s; SAC with its
-default 128x128 (about 55k) 16.6 s and 16.0 s; PPO on CartPole (64x64) 5.1 s and 5.0 s for
+default 128x128 (about 52k) 16.6 s and 16.0 s; PPO on CartPole (64x64) 5.1 s and 5.0 s for
 100k env steps."""
 
 

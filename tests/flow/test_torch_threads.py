@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -28,13 +29,8 @@ def test_the_loop_thread_runs_one_torch_thread_until_its_last_run_closes() -> No
         torch.set_num_threads(before)
 
 
-def _learner(model: torch.nn.Module) -> object:
-    class Learner:
-        pass
-
-    learner = Learner()
-    learner.model = model  # type: ignore[attr-defined]
-    return learner
+def _learner(model: torch.nn.Module) -> SimpleNamespace:
+    return SimpleNamespace(model=model)
 
 
 def test_the_learner_takes_every_core_for_a_big_or_convolutional_model() -> None:
