@@ -115,6 +115,10 @@ def _build_parser() -> argparse.ArgumentParser:
                        help="a multi-agent env's agents: one shared policy, one policy each, or self-play against "
                             "a league of past selves (two-player games)")  # fmt: skip
     train.add_argument("--self-play", action="store_true", help="--multi-agent self-play")
+    train.add_argument("--league-player", action="append", default=[], metavar="MODULE:FUNCTION",
+                       help="self-play: a fixed opponent in the league beside the snapshots, a function "
+                            "(observation, rng) -> action (repeatable; "
+                            "asyncflow.rl.envs.two_player:connect_four_lookahead)")  # fmt: skip
     train.add_argument("--output", help="write what the workers sample to this folder, as Minari datasets")
     train.add_argument("--input", help="learn from this dataset folder (offline algorithms: bc, marwil, cql)")
     _stop_arguments(train)
@@ -238,7 +242,11 @@ def _make_config(cls: Any, args: argparse.Namespace) -> Any:
         except ConfigError as exc:
             raise ConfigError(f"{args.config}: {exc}") from None
         fields.update(from_file)
+    players = getattr(args, "league_player", [])
     kind = "self-play" if getattr(args, "self_play", False) else getattr(args, "multi_agent", None)
+    kind = "self-play" if players and kind is None else kind
+    if players and kind != "self-play":
+        raise ConfigError(f"--league-player: a self-play league's opponent; got --multi-agent {kind}")
     if args.env is not None:
         fields["env"] = resolve_env(args.env)
         caps = cls.recipe.capabilities
@@ -259,16 +267,18 @@ def _make_config(cls: Any, args: argparse.Namespace) -> Any:
             raise ConfigError(f"--input: {cls.recipe.name} learns from an env; these learn from a dataset: {offline}")
         fields["input"] = args.input
     if kind is not None:
-        fields["multi_agent"] = _multi_agent(kind, fields.get("env"))
+        fields["multi_agent"] = _multi_agent(kind, fields.get("env"), players)
     fields.update(_placement(args))
     fields.update(_parse_sets(args.set))
     return cls.config_class(**fields)  # ConfigError before anything starts
 
 
-def _multi_agent(kind: str, env: Any) -> Any:
-    """``--multi-agent``: the mapping for the env's agents (built once here to learn them)."""
+def _multi_agent(kind: str, env: Any, players: list[str]) -> Any:
+    """``--multi-agent``: the mapping for the env's agents (built once here to learn them);
+    ``players``: the league's fixed players (``--league-player``)."""
+    from .rl.envs.make import import_attribute
     from .rl.envs.multi_agent import make_multi_agent_env
-    from .rl.multi_agent import MultiAgent
+    from .rl.multi_agent import League, MultiAgent
 
     if env is None:
         raise ConfigError(f"--multi-agent {kind}: give the multi-agent env (--env module:function)")
@@ -279,7 +289,8 @@ def _multi_agent(kind: str, env: Any) -> Any:
         return MultiAgent.shared()
     if kind == "per-agent":
         return MultiAgent.per_agent(agents)
-    return MultiAgent.self_play(agents)
+    league = League(players=tuple(import_attribute(p, "--league-player") for p in players))
+    return MultiAgent.self_play(agents, league)
 
 
 def _placement(args: argparse.Namespace) -> dict[str, Any]:

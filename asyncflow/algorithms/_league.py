@@ -9,7 +9,10 @@ credits them to the snapshot that played the other side, updates an Elo rating o
 of each snapshot, and on the league's schedule or win rate adds a snapshot of ``main``'s
 weights and draws the next opponent, whose weights go to every worker's ``"opponent"`` policy
 (and to its learner, so that a checkpoint or an export holds the opponent being played). The
-league lives in the flow context (``extras["league"]``), so a checkpoint keeps it.
+league's fixed players (``League.players``) are drawn and rated beside the snapshots; when one
+is drawn, the workers' ``"opponent"`` (a ``LeagueOpponent``) acts with it instead, and the
+opponent's learner keeps the snapshot it held. The league lives in the flow context
+(``extras["league"]``), so a checkpoint keeps it.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from ..flow._context import FlowContext
 from ..flow._util import closing
 from ..flow.metrics import Result
 from ..rl.multi_agent import League
+from ..rl.policies.league_opponent import PlayerTurn
 from ..rl.policy import FlatWeights
 from ..rl.sampling.worker_set import WorkerSet
 
@@ -34,6 +38,25 @@ ELO_K = 16.0
 
 def _new_state() -> dict[str, Any]:
     return {"snapshots": [], "next_id": 0, "current": None, "recent": [], "rating": 1000.0, "since": 0}
+
+
+def player_ids(league: League) -> list[str]:
+    """The fixed players' ids in the league's figures: their function names (with their index
+    after a name that repeats)."""
+    names = [getattr(p, "__name__", "player") for p in league.players]
+    return [name if names.count(name) == 1 else f"{name}_{i}" for i, name in enumerate(names)]
+
+
+def _players(state: dict[str, Any], league: League) -> list[dict[str, Any]]:
+    """The league's fixed players, added to its state (a checkpoint of a league without them too)."""
+    players = state.setdefault("players", [])
+    for index, pid in enumerate(player_ids(league)[len(players) :], start=len(players)):
+        players.append({"id": pid, "player": index, "games": [0, 0, 0], "rating": 1000.0})
+    return players  # type: ignore[no-any-return]
+
+
+def _pool(state: dict[str, Any]) -> list[dict[str, Any]]:
+    return [*state["snapshots"], *state.get("players", [])]
 
 
 def _score(outcome: float) -> float:
@@ -60,22 +83,30 @@ async def league_play(
     iterations (the module docstring). ``outcomes``: ``main``'s returns of the games finished
     since the last iteration, which the shared rollouts append to."""
     state = ctx.extras.setdefault("league", _new_state())
+    _players(state, league)
     if state["current"] is None:  # the first opponent: main as it starts
         await _add_snapshot(state, league, learners, ctx)
         await _play(state, state["snapshots"][0], workers, learners, ctx)
+    else:  # resumed: the workers play the opponent the league was playing
+        await _send(_current(state), workers, learners, ctx)
     async with closing(results) as items:
         async for result in items:
             games = list(outcomes)
             outcomes.clear()
-            current = next(s for s in state["snapshots"] if s["id"] == state["current"])
+            current = _current(state)
+            played = current["id"]
             for outcome in games:
                 _record(state, current, outcome)
             state["since"] += 1
             if _due(state, league):
                 await _add_snapshot(state, league, learners, ctx)
                 await _play(state, _draw(state, league, seed), workers, learners, ctx)
-            result["league"] = _figures(state, games)
+            result["league"] = _figures(state, games, played)
             yield result
+
+
+def _current(state: dict[str, Any]) -> dict[str, Any]:
+    return next(s for s in _pool(state) if s["id"] == state["current"])
 
 
 def _record(state: dict[str, Any], snapshot: dict[str, Any], outcome: float) -> None:
@@ -106,36 +137,51 @@ async def _add_snapshot(state: dict[str, Any], league: League, learners: dict[st
 
 
 def _draw(state: dict[str, Any], league: League, seed: int) -> dict[str, Any]:
-    snapshots = state["snapshots"]
     rng = np.random.default_rng([seed, state["next_id"]])
-    weights = np.ones(len(snapshots))
+    pool = _pool(state)
+    if league.player_share is not None:
+        pool = state["players"] if rng.random() < league.player_share else state["snapshots"]
+    weights = np.ones(len(pool))
     if league.sampling == "pfsp":  # the ones main beats least, most often
-        rates = [_win_rate(s) for s in snapshots]
+        rates = [_win_rate(s) for s in pool]
         weights = np.array([(1 - (0.5 if r is None else r)) ** 2 for r in rates])
         if weights.sum() <= 0:
-            weights = np.ones(len(snapshots))
-    return snapshots[int(rng.choice(len(snapshots), p=weights / weights.sum()))]  # type: ignore[no-any-return]
+            weights = np.ones(len(pool))
+    return pool[int(rng.choice(len(pool), p=weights / weights.sum()))]  # type: ignore[no-any-return]
 
 
 async def _play(
-    state: dict[str, Any], snapshot: dict[str, Any], workers: WorkerSet, learners: dict[str, Any], ctx: FlowContext
+    state: dict[str, Any], opponent: dict[str, Any], workers: WorkerSet, learners: dict[str, Any], ctx: FlowContext
 ) -> None:
-    weights = FlatWeights(snapshot["weights"], snapshot["version"])
+    await _send(opponent, workers, learners, ctx)
+    state["current"], state["recent"] = opponent["id"], []
+
+
+async def _send(opponent: dict[str, Any], workers: WorkerSet, learners: dict[str, Any], ctx: FlowContext) -> None:
+    """The workers' ``"opponent"`` plays ``opponent``: a snapshot's weights, or a fixed player."""
+    if "player" in opponent:
+        await workers.broadcast({"opponent": PlayerTurn(opponent["player"])})  # type: ignore[dict-item]
+        return
+    weights = FlatWeights(opponent["weights"], opponent["version"])
     await ctx.learner_thread.run(learners["opponent"].set_weights, weights)
     await workers.broadcast({"opponent": weights})
-    state["current"], state["recent"] = snapshot["id"], []
 
 
-def _figures(state: dict[str, Any], games: list[float]) -> dict[str, Any]:
+def _name(opponent: dict[str, Any]) -> str:
+    return str(opponent["id"]) if "player" in opponent else f"snapshot_{opponent['id']}"
+
+
+def _figures(state: dict[str, Any], games: list[float], played: int | str) -> dict[str, Any]:
     n = max(len(games), 1)
     return {
         "size": len(state["snapshots"]),
         "opponent": state["current"],
+        "played": played,
         "games": len(games),
         "win_rate": sum(g > 0 for g in games) / n,
         "draw_rate": sum(g == 0 for g in games) / n,
         "loss_rate": sum(g < 0 for g in games) / n,
         "rating": state["rating"],
-        "ratings": {f"snapshot_{s['id']}": s["rating"] for s in state["snapshots"]},
-        "win_rates": {f"snapshot_{s['id']}": r for s in state["snapshots"] if (r := _win_rate(s)) is not None},
+        "ratings": {_name(s): s["rating"] for s in _pool(state)},
+        "win_rates": {_name(s): r for s in _pool(state) if (r := _win_rate(s)) is not None},
     }

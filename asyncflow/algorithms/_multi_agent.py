@@ -21,6 +21,7 @@ read as they would in a single-agent run of that policy.
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import AsyncIterable, AsyncIterator, Mapping, Sequence
 from typing import Any, cast
 
@@ -33,6 +34,7 @@ from ..flow.metrics import Result, report_metrics
 from ..rl.data.sample_batch import MultiAgentBatch, SampleBatch
 from ..rl.data.state import get_state, set_state
 from ..rl.multi_agent import MultiAgent
+from ..rl.policies.league_opponent import LeagueOpponent
 from ..rl.policy import FlatWeights
 from ..rl.sampling.multi_agent_worker import MappedPolicy
 from ..rl.sampling.worker_set import WorkerSet
@@ -223,7 +225,10 @@ def multi_agent_recipe(base: Recipe[Any, Any, Any]) -> Recipe[Any, PolicyLearner
         for pid, (r, c) in each(config).items():
             spec = r.workers(c, None if spaces is None else spaces[pid])
             assert isinstance(spec, Workers)
-            policies[pid] = MappedPolicy(spec.policy, spec.postprocess, spec.n_step, spec.use_critic, spec.lam)
+            factory = spec.policy
+            if ma.league is not None and ma.league.players and pid == "opponent":
+                factory = functools.partial(LeagueOpponent, factory, ma.league.players)
+            policies[pid] = MappedPolicy(factory, spec.postprocess, spec.n_step, spec.use_critic, spec.lam)
         return MultiAgentWorkers(policies, ma.policy_mapping)
 
     def learner(config: AlgorithmConfig, spaces: Mapping[str, Spaces]) -> PolicyLearners:

@@ -50,7 +50,13 @@ class League:
     ``window`` games against the current opponent; after each snapshot the next opponent is
     drawn: uniformly, or by prioritized fictitious self-play (``"pfsp"``: in proportion to
     ``(1 - main's win rate against it) ** 2``, Vinyals et al. 2019, so that the snapshots it
-    beats least come most often). A game's outcome is the sign of ``main``'s return in it."""
+    beats least come most often). A game's outcome is the sign of ``main``'s return in it.
+
+    ``players`` are fixed opponents beside the snapshots: functions ``(observation, rng) ->
+    action`` of one observation (with its action mask) that return a legal action, such as
+    ``rl.envs.two_player.connect_four_lookahead``. They stay in the league for good, are drawn
+    and rated as the snapshots are, and give ``main`` the opponents its own past selves may
+    never be (a player that always takes a win and blocks one)."""
 
     snapshot_every: int | None = 10
     """Iterations between two snapshots (None: only on the win rate)."""
@@ -63,6 +69,11 @@ class League:
     """How the next opponent is drawn: ``"uniform"`` or ``"pfsp"``."""
     max_snapshots: int = 50
     """The league's size: the oldest snapshot but the first leaves when one more joins."""
+    players: tuple[Callable[[Any, Any], int], ...] = ()
+    """Fixed opponents (above); in a config file ``"module:function"`` names, code to import."""
+    player_share: float | None = None
+    """The chance that the next opponent is drawn among the fixed players (the rest: among the
+    snapshots), each drawn as ``sampling`` says. None: players and snapshots are one pool."""
 
     def __post_init__(self) -> None:
         if self.snapshot_every is None and self.win_rate_threshold is None:
@@ -76,6 +87,13 @@ class League:
                               f"{self.max_snapshots}")  # fmt: skip
         if self.sampling not in SAMPLING:
             raise ConfigError(f"league.sampling: must be 'uniform' or 'pfsp', got {self.sampling!r}")
+        if isinstance(self.players, str | Callable) or not all(callable(p) for p in self.players):
+            raise ConfigError(f"league.players: expected a sequence of functions (observation, rng) -> action, "
+                              f"got {self.players!r}")  # fmt: skip
+        object.__setattr__(self, "players", tuple(self.players))
+        if self.player_share is not None and (not self.players or not 0 <= self.player_share <= 1):
+            raise ConfigError(f"league.player_share: a chance in [0, 1] with fixed players, got {self.player_share} "
+                              f"with {len(self.players)} players")  # fmt: skip
 
 
 def shared_policy(agent: str) -> str:
@@ -180,7 +198,11 @@ class MultiAgent:
         trained = value.get("policies_to_train")
         league = value.get("league")
         if isinstance(league, Mapping):
-            league = League(**league)
+            from .envs.make import import_attribute
+
+            players = tuple(import_attribute(p, "multi_agent.league.players") if isinstance(p, str) else p
+                            for p in league.get("players", ()))  # fmt: skip
+            league = League(**{**league, "players": players})
         return cls(specs, mapping, None if trained is None else tuple(trained), league)
 
     def to_dict(self) -> dict[str, Any]:

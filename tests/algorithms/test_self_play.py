@@ -11,6 +11,10 @@ from asyncflow import algorithms as A
 from asyncflow.errors import ConfigError
 from asyncflow.rl import League, MultiAgent, PolicySpec
 from asyncflow.rl.envs.two_player import connect_four_lookahead, play_games, random_player
+from asyncflow.rl.multi_agent import main_side
+from asyncflow.rl.policies.league_opponent import LeagueOpponent, PlayerTurn
+from asyncflow.rl.policies.random_policy import RandomPolicy
+from asyncflow.rl.policy import FlatWeights
 
 connect_four_module = pytest.importorskip("pettingzoo.classic.connect_four.connect_four")
 
@@ -66,6 +70,58 @@ async def test_self_play_ppo_beats_a_random_player_and_keeps_its_league(tmp_path
     assert after["league"]["size"] >= 4
 
 
+def leftmost(obs: Any, rng: np.random.Generator) -> int:
+    return int(np.flatnonzero(obs["action_mask"])[0])
+
+
+def test_a_league_opponent_acts_with_its_snapshot_or_its_fixed_player() -> None:
+    env = connect_four()
+    env.reset(seed=0)
+    env.step(3)
+    obs = {k: np.stack([v] * 64) for k, v in env.observe("player_1").items()}
+    opponent = LeagueOpponent(RandomPolicy, [leftmost], env.observation_space("player_1"),
+                              env.action_space("player_1"), seed=0, worker_index=1)  # fmt: skip
+    assert len(set(opponent.compute_actions(obs)[0])) > 1  # the network (here: random) acts
+    opponent.set_weights(PlayerTurn(0))
+    actions, logps, values = opponent.compute_actions(obs)
+    assert list(actions) == [0] * 64 and not logps.any() and not values.any()
+    assert list(opponent.greedy_actions(obs)) == [0] * 64 and not opponent.values(obs).any()
+    state = opponent.get_state()
+    opponent.set_weights(FlatWeights(np.zeros(0, np.float32), 3))  # a snapshot: the network again
+    assert len(set(opponent.compute_actions(obs)[0])) > 1
+    opponent.set_state(state)
+    assert list(opponent.compute_actions(obs)[0]) == [0] * 64  # a checkpoint keeps who plays
+    with pytest.raises(ValueError, match="fixed player 1 of 1"):
+        opponent.set_weights(PlayerTurn(1))
+
+
+async def test_a_league_s_fixed_player_is_drawn_played_rated_and_checkpointed(tmp_path: Any) -> None:
+    league = League(snapshot_every=1, players=(connect_four_lookahead,), player_share=0.5)
+    ma = MultiAgent.self_play(("player_0", "player_1"), league)
+    config = A.PPOConfig(env=connect_four, multi_agent=ma, num_workers=1, seed=0, train_batch_size=512)
+    against_player = []
+    async with A.PPO(config) as algo:
+        async for result in algo.train():
+            if result["league"]["played"] == "connect_four_lookahead":  # ["opponent"]: the one drawn next
+                against_player.append(result["league"])
+            if len(against_player) >= 2 or result.training_iteration >= 20:
+                break
+        path = await algo.save(tmp_path / "ckpt")
+        record = algo.ctx.extras["league"]["players"]
+    assert against_player, "the fixed player was never drawn"
+    games = sum(r["games"] for r in against_player)
+    losses = sum(r["loss_rate"] * r["games"] for r in against_player)
+    assert games >= 20 and losses / games >= 0.7  # a main that barely learned loses to it, as to no snapshot
+    assert {"snapshot_0", "connect_four_lookahead"} <= set(result["league"]["ratings"])
+    assert result["league"]["ratings"]["connect_four_lookahead"] > 1000  # it gained on main
+    restored = A.PPO.restore(path, trust_code=True)
+    async with restored:
+        assert restored.ctx.extras["league"]["players"] == record
+        assert restored.config.multi_agent.league.players == (connect_four_lookahead,)
+        after = await anext(restored.train())
+    assert "connect_four_lookahead" in after["league"]["ratings"]
+
+
 async def test_the_league_adds_a_snapshot_on_the_win_rate() -> None:
     ma = MultiAgent.self_play(("player_0", "player_1"), League(snapshot_every=None, win_rate_threshold=0.5, window=20))
     config = A.PPOConfig(env=connect_four, multi_agent=ma, num_workers=1, seed=0, train_batch_size=512)
@@ -87,3 +143,43 @@ def test_self_play_bad_input_is_one_line() -> None:
         MultiAgent({"a": PolicySpec()}, lambda agent: "a", league=League())
     with pytest.raises(ConfigError, match="a game of two or more agents"):
         MultiAgent.self_play(("player_0",))
+    with pytest.raises(ConfigError, match=r"league\.players: expected a sequence of functions"):
+        League(players=connect_four_lookahead)  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match=r"league\.players: expected a sequence of functions"):
+        League(players=("lookahead",))  # type: ignore[arg-type]
+    with pytest.raises(
+        ConfigError, match=r"league\.player_share: a chance in \[0, 1\] with fixed players, got 0\.5 with 0"
+    ):
+        League(player_share=0.5)
+    with pytest.raises(ConfigError, match=r"league\.player_share: a chance in \[0, 1\] with fixed players, got 1\.5"):
+        League(players=(connect_four_lookahead,), player_share=1.5)
+    with pytest.raises(ConfigError, match=r"module 'asyncflow\.rl\.envs\.two_player' has no 'nobody'"):
+        MultiAgent.from_dict({"policies": {"main": {}, "opponent": {}}, "policy_mapping": main_side,
+                              "policies_to_train": ["main"],
+                              "league": {"players": ["asyncflow.rl.envs.two_player:nobody"]}})  # fmt: skip
+    named = MultiAgent.from_dict(
+        {
+            "policies": {"main": {}, "opponent": {}},
+            "policy_mapping": main_side,
+            "policies_to_train": ["main"],
+            "league": {"players": ["asyncflow.rl.envs.two_player:connect_four_lookahead"]},
+        }
+    )
+    assert named.league is not None and named.league.players == (connect_four_lookahead,)
+
+
+def test_the_command_line_puts_fixed_players_in_the_league() -> None:
+    from asyncflow.cli import _build_parser, _make_config
+
+    def config(*extra: str) -> Any:
+        env = "pettingzoo.classic.connect_four.connect_four:raw_env"
+        return _make_config(A.PPO, _build_parser().parse_args(["train", "ppo", "--env", env, *extra]))
+
+    lookahead = "asyncflow.rl.envs.two_player:connect_four_lookahead"
+    league = config("--league-player", lookahead).multi_agent.league  # self-play, implied
+    assert league.players == (connect_four_lookahead,)
+    assert config("--self-play").multi_agent.league.players == ()
+    with pytest.raises(ConfigError, match="--league-player: a self-play league's opponent; got --multi-agent shared"):
+        config("--multi-agent", "shared", "--league-player", lookahead)
+    with pytest.raises(ConfigError, match=r"--league-player: module 'asyncflow\.rl\.envs\.two_player' has no 'nobody'"):
+        config("--league-player", "asyncflow.rl.envs.two_player:nobody")
