@@ -5,7 +5,8 @@ against a random and a one-move-lookahead player; MADDPG against independent DDP
 MPE2's cooperative communication task (``simple_speaker_listener``).
 
     python benchmarks/multi_agent.py --rllib-python /path/to/venv/bin/python
-    python benchmarks/multi_agent.py --only maddpg       # one part (speed, spread, qmix, self-play, maddpg)
+    python benchmarks/multi_agent.py --only maddpg       # one part (speed, spread, qmix, self-play,
+                                                         # league-player, maddpg)
 
 RLlib 2.60's ``ray[rllib]`` extra pins gymnasium 1.2.2, an older one than asyncflow's tests take:
 give ``--rllib-python`` a Python whose environment has ``ray[rllib]``, ``mpe2`` and torch (the
@@ -38,7 +39,7 @@ from asyncflow.rl.envs.two_player import connect_four_lookahead, play_games, ran
 
 BATCH_ENV_STEPS = 4_000
 AGENTS = 3
-PARTS = ["speed", "spread", "qmix", "self-play", "maddpg"]
+PARTS = ["speed", "spread", "qmix", "self-play", "league-player", "maddpg"]
 
 
 def spread() -> Any:
@@ -179,9 +180,19 @@ async def two_step_curves(steps: int, every: int, seeds: list[int]) -> dict[str,
     return curves
 
 
-async def self_play_curve(steps: int, every: int, games: int) -> list[list[float]]:
-    ma = MultiAgent.self_play(("player_0", "player_1"), League(snapshot_every=5))
-    config = A.PPOConfig(env=connect_four, multi_agent=ma, num_workers=2, seed=0, entropy_coeff=0.01)
+TUNED = {"lr": 1e-3, "train_batch_size": 4096, "minibatch_size": 256, "entropy_coeff": 0.01,
+         "model": {"encoder": "mlp", "hidden": (256, 256)}}  # fmt: skip
+"""The league-player part's settings, for both of its runs (the learning test's): an MLP over the
+board (twice the env steps per second of a CNN here, as good per step), smaller batches at a
+higher learning rate than PPO's defaults."""
+
+
+async def self_play_curve(
+    steps: int, every: int, games: int, league: League, settings: dict[str, Any]
+) -> list[list[float]]:
+    """Greedy win rates of ``main`` against each fixed player every ``every`` iterations."""
+    ma = MultiAgent.self_play(("player_0", "player_1"), league)
+    config = A.PPOConfig(env=connect_four, multi_agent=ma, num_workers=2, seed=0, **settings)
     rows = []
     async with A.PPO(config) as algo:
         policy = algo.learner.by_id["main"]
@@ -195,8 +206,8 @@ async def self_play_curve(steps: int, every: int, games: int) -> list[list[float
 
                 vs_random = play_games(connect_four, greedy, random_player, games)["win_rate"]
                 vs_lookahead = play_games(connect_four, greedy, connect_four_lookahead, games)["win_rate"]
-                league = result["league"]
-                rows.append([result.num_env_steps_sampled, seconds, league["size"], league["rating"], vs_random,
+                figures = result["league"]
+                rows.append([result.num_env_steps_sampled, seconds, figures["size"], figures["rating"], vs_random,
                              vs_lookahead])  # fmt: skip
                 start = time.perf_counter() - seconds  # evaluation time is not training time
             if result.num_env_steps_sampled >= steps:
@@ -252,7 +263,7 @@ def _plot_maddpg(curves: dict[str, list[list[float]]]) -> None:
     fig.savefig(RESULTS / "multi_agent_maddpg.png", dpi=100)
 
 
-def _plot(curves: dict[str, list[list[float]]], self_play: list[list[float]]) -> None:
+def _plot(curves: dict[str, list[list[float]]], self_play: list[list[float]], with_player: list[list[float]]) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -266,8 +277,12 @@ def _plot(curves: dict[str, list[list[float]]], self_play: list[list[float]]) ->
     left.set(xlabel="env steps", ylabel="greedy return", title="Two-step game (optimum 8)")
     left.legend()
     data = np.array(self_play)
-    right.plot(data[:, 0], data[:, 4], label="vs random")
-    right.plot(data[:, 0], data[:, 5], label="vs one-move lookahead")
+    right.plot(data[:, 0], data[:, 4], color="C0", label="vs random")
+    right.plot(data[:, 0], data[:, 5], color="C1", label="vs one-move lookahead")
+    if with_player:
+        more = np.array(with_player)
+        right.plot(more[:, 0], more[:, 4], "--", color="C0", label="vs random (lookahead in the league)")
+        right.plot(more[:, 0], more[:, 5], "--", color="C1", label="vs lookahead (lookahead in the league)")
     right.set(xlabel="env steps", ylabel="win rate (greedy)", title="Self-play PPO, connect four", ylim=(0, 1))
     right.legend()
     fig.tight_layout()
@@ -280,6 +295,7 @@ def main() -> None:
     parser.add_argument("--rllib-python", default=None, help="a Python with ray[rllib] and mpe2 (else no RLlib rows)")
     parser.add_argument("--spread-steps", type=int, default=200_000)
     parser.add_argument("--self-play-steps", type=int, default=400_000)
+    parser.add_argument("--league-player-steps", type=int, default=1_000_000)
     parser.add_argument("--games", type=int, default=200, help="evaluation games against each fixed player")
     parser.add_argument("--maddpg-steps", type=int, default=50_000)
     parser.add_argument("--only", choices=PARTS, action="append", help="run these parts only (default: all)")
@@ -313,13 +329,24 @@ def main() -> None:
                      for i, step in enumerate(steps)])  # fmt: skip
 
     self_play: list[list[float]] = []
+    with_player: list[list[float]] = []
+    columns = ["env steps", "training s", "league size", "Elo", "wins vs random", "wins vs lookahead"]
     if "self-play" in parts:
-        self_play = asyncio.run(self_play_curve(args.self_play_steps, 10, args.games))
+        self_play = asyncio.run(self_play_curve(args.self_play_steps, 10, args.games, League(snapshot_every=5),
+                                                {"entropy_coeff": 0.01}))  # fmt: skip
         print_table(f"Self-play PPO on connect four (league snapshot every 5 iterations), {args.games} games each",
-                    ["env steps", "training s", "league size", "Elo", "wins vs random", "wins vs lookahead"],
-                    self_play)  # fmt: skip
+                    columns, self_play)  # fmt: skip
+    if "league-player" in parts:
+        steps, every = args.league_player_steps, 25
+        alone = asyncio.run(self_play_curve(steps, every, args.games, League(snapshot_every=1), TUNED))
+        print_table(f"Self-play PPO on connect four, tuned (lr 1e-3, batches of 4,096, a 256x256 MLP), snapshots "
+                    f"only, a snapshot every iteration, {args.games} games each", columns, alone)  # fmt: skip
+        league = League(snapshot_every=1, players=(connect_four_lookahead,), player_share=0.75)
+        with_player = asyncio.run(self_play_curve(steps, every, args.games, league, TUNED))
+        print_table(f"The same with the lookahead player in the league (drawn for 3 opponents in 4), "
+                    f"{args.games} games each", columns, with_player)  # fmt: skip
     if RESULTS.is_dir() and curves and self_play:
-        _plot(curves, self_play)
+        _plot(curves, self_play, with_player)
 
     if "maddpg" in parts:
         seeds = [0, 1, 2]
