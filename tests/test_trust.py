@@ -133,6 +133,14 @@ async def test_code_inside_the_new_format_waits_for_trust(tmp_path: Path) -> Non
     with pytest.raises(CheckpointError, match="standard library"):
         Algorithm.restore(write_checkpoint(tmp_path / "stdlib.ckpt", payload))
 
+    # The standard library by a plain string where a config takes code (a model, an env, a
+    # policy mapping would be imported and called): refused as the import paths are.
+    for field, value in [("model", "os:system"), ("env", "os:getcwd"), ("env", "builtins:print")]:
+        payload = read_checkpoint(good, trust_code=True)  # our own file: its pickles can be written back
+        payload["config"][field] = value
+        with pytest.raises(CheckpointError, match=rf"config\.{field} names '{value}', in Python's standard library"):
+            Algorithm.restore(write_checkpoint(tmp_path / "stdlib_string.ckpt", payload))
+
     # Hand-made JSON: an import path where only data belongs, and an object of a class
     # that is not on the list. Neither is followed.
     for name, edit, said in [

@@ -38,6 +38,7 @@ import os
 import pickle
 import re
 import struct
+import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -163,6 +164,7 @@ def read_checkpoint(path: str | os.PathLike[str], *, trust_code: bool = False) -
     try:
         payload = decode(json.loads(state), arrays, trust_code=trust_code)
         payload["config"] = decode(json.loads(config), arrays, trust_code=trust_code, imports=True)
+        _refuse_standard_library(payload["config"], "config")
     except CheckpointImportError as exc:
         raise CheckpointImportError(f"{path} is a sound checkpoint, but {exc}", exc.module) from exc
     except CheckpointError as exc:
@@ -172,6 +174,29 @@ def read_checkpoint(path: str | os.PathLike[str], *, trust_code: bool = False) -
     if not isinstance(payload, dict) or not payload.get("algorithm"):
         raise CheckpointError(f"{path} does not hold an algorithm's state")
     return payload  # type: ignore[no-any-return]
+
+
+IMPORT_PATH = re.compile(r"([A-Za-z_]\w*)(\.\w+)*:[A-Za-z_][\w.]*")
+"""A string shaped as ``"module:name"``, which a config resolves as code where it takes code (an
+env, a model, a policy mapping, a league's players)."""
+
+
+def _refuse_standard_library(tree: Any, where: str) -> None:
+    """A ``CheckpointError`` for a plain string in the config that names the standard library's
+    code: decoding refuses such import paths (``resolve_import``), and a string where a config
+    takes code would be imported as one (``"os:system"`` as a model or a policy mapping)."""
+    if isinstance(tree, dict):
+        for key, value in tree.items():
+            _refuse_standard_library(value, f"{where}.{key}")
+    elif isinstance(tree, list | tuple):
+        for i, value in enumerate(tree):
+            _refuse_standard_library(value, f"{where}[{i}]")
+    elif isinstance(tree, str) and (found := IMPORT_PATH.fullmatch(tree)) is not None:
+        top = found.group(1)
+        if top in sys.stdlib_module_names or top == "builtins":
+            raise CheckpointError(f"{where} names {tree!r}, in Python's standard library: a checkpoint "
+                                  "names only the env, model and function of a run, never the standard "
+                                  "library's")  # fmt: skip
 
 
 def _header(path: Path, data: bytearray) -> tuple[dict[str, Any], dict[str, Any], int]:
