@@ -38,7 +38,6 @@ import os
 import pickle
 import re
 import struct
-import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -48,7 +47,7 @@ import numpy as np
 
 from .._fields import is_config
 from ..errors import CheckpointError, CheckpointImportError, CheckpointTrustError, ConfigError
-from ..rl.data.state_tree import decode, encode
+from ..rl.data.state_tree import decode, encode, in_standard_library
 
 __all__ = ["FORMAT", "VERSION", "read_checkpoint", "write_checkpoint", "write_exclusively"]
 
@@ -176,7 +175,7 @@ def read_checkpoint(path: str | os.PathLike[str], *, trust_code: bool = False) -
     return payload  # type: ignore[no-any-return]
 
 
-IMPORT_PATH = re.compile(r"([A-Za-z_]\w*)(\.\w+)*:[A-Za-z_][\w.]*")
+IMPORT_PATH = re.compile(r"([A-Za-z_][\w.]*):[A-Za-z_][\w.]*")
 """A string shaped as ``"module:name"``, which a config resolves as code where it takes code (an
 env, a model, a policy mapping, a league's players)."""
 
@@ -191,12 +190,9 @@ def _refuse_standard_library(tree: Any, where: str) -> None:
     elif isinstance(tree, list | tuple):
         for i, value in enumerate(tree):
             _refuse_standard_library(value, f"{where}[{i}]")
-    elif isinstance(tree, str) and (found := IMPORT_PATH.fullmatch(tree)) is not None:
-        top = found.group(1)
-        if top in sys.stdlib_module_names or top == "builtins":
-            raise CheckpointError(f"{where} names {tree!r}, in Python's standard library: a checkpoint "
-                                  "names only the env, model and function of a run, never the standard "
-                                  "library's")  # fmt: skip
+    elif isinstance(tree, str) and (found := IMPORT_PATH.fullmatch(tree)) and in_standard_library(found.group(1)):
+        raise CheckpointError(f"{where} names {tree!r}, in Python's standard library: a checkpoint names only "
+                              "the env, model and function of a run, never the standard library's")  # fmt: skip
 
 
 def _header(path: Path, data: bytearray) -> tuple[dict[str, Any], dict[str, Any], int]:

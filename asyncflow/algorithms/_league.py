@@ -40,7 +40,7 @@ def _new_state() -> dict[str, Any]:
     return {"snapshots": [], "next_id": 0, "current": None, "recent": [], "rating": 1000.0, "since": 0}
 
 
-def player_ids(league: League) -> list[str]:
+def _player_ids(league: League) -> list[str]:
     """The fixed players' ids in the league's figures: their function names (with their index
     after a name that repeats)."""
     names = [getattr(p, "__name__", "player") for p in league.players]
@@ -50,7 +50,7 @@ def player_ids(league: League) -> list[str]:
 def _players(state: dict[str, Any], league: League) -> list[dict[str, Any]]:
     """The league's fixed players, added to its state (a checkpoint of a league without them too)."""
     players = state.setdefault("players", [])
-    for index, pid in enumerate(player_ids(league)[len(players) :], start=len(players)):
+    for index, pid in enumerate(_player_ids(league)[len(players) :], start=len(players)):
         players.append({"id": pid, "player": index, "games": [0, 0, 0], "rating": 1000.0})
     return players  # type: ignore[no-any-return]
 

@@ -44,7 +44,16 @@ import numpy as np
 
 from ...errors import CheckpointError, CheckpointImportError
 
-__all__ = ["PLAIN_CLASSES", "Pickled", "Untrusted", "decode", "encode", "import_path", "storable"]
+__all__ = [
+    "PLAIN_CLASSES",
+    "Pickled",
+    "Untrusted",
+    "decode",
+    "encode",
+    "import_path",
+    "in_standard_library",
+    "storable",
+]
 
 PLAIN_CLASSES: dict[str, str] = {
     "ReplayBuffer": "asyncflow.rl.data.replay_buffer",
@@ -351,14 +360,19 @@ class _Decoder:
         return obj
 
 
+def in_standard_library(module: str) -> bool:
+    """Whether ``module`` (dotted) is part of Python's standard library, the builtins included."""
+    top = module.partition(".")[0]
+    return top in sys.stdlib_module_names or top == "builtins"
+
+
 def resolve_import(path_spec: Any, where: str = "") -> Any:
     """The function or class ``"module:qualname"`` names; a ``CheckpointImportError`` where its
     module cannot be imported here, a ``CheckpointError`` for the standard library's names."""
     if not isinstance(path_spec, str) or path_spec.count(":") != 1:
         raise _damaged(f"{where}: import path {path_spec!r}")
     module, qualname = path_spec.split(":")
-    top = module.partition(".")[0]
-    if not module or not qualname or top in sys.stdlib_module_names or top == "builtins":
+    if not module or not qualname or in_standard_library(module):
         raise CheckpointError(f"{where or 'the state'} names {path_spec!r}, in Python's standard library: a "
                               "checkpoint names only the env, model and function of a run, never the "
                               "standard library's (os:system)")  # fmt: skip
