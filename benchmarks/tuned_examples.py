@@ -77,11 +77,22 @@ ROWS = [
         "n_steps=16, gae_lambda=0.98, gamma=0.99, n_epochs=4, ent_coef=0.0", n_envs=16, normalize=True),
     Row("ppo", "LunarLander-v3", 1_000_000, (242.119, 31.823),
         "n_steps=1024, batch_size=64, gae_lambda=0.98, gamma=0.999, n_epochs=4, ent_coef=0.01", n_envs=16),
+    Row("ppo", "MountainCarContinuous-v0", 20_000, (88.343, 2.572),
+        "batch_size=256, n_steps=8, gamma=0.9999, learning_rate=7.77e-5, ent_coef=0.00429, clip_range=0.1, "
+        "n_epochs=10, gae_lambda=0.9, max_grad_norm=5, vf_coef=0.19, use_sde=True, "
+        "policy_kwargs=dict(log_std_init=-3.29, ortho_init=False)", normalize=True),
     Row("a2c", "CartPole-v1", 500_000, (500.0, 0.0), "ent_coef=0.0", n_envs=8),
     Row("a2c", "Acrobot-v1", 500_000, (-83.353, 17.213), "ent_coef=0.0", n_envs=16, normalize=True),
     Row("a2c", "MountainCar-v0", 1_000_000, (-111.263, 24.087), "ent_coef=0.0", n_envs=16, normalize=True),
     Row("a2c", "LunarLander-v3", 200_000, (155.751, 80.419),
         f"gamma=0.995, n_steps=5, learning_rate={_LIN.format(0.00083)}, ent_coef=0.00001", n_envs=8),
+    Row("a2c", "Pendulum-v1", 1_000_000, (-162.965, 103.210),
+        f"ent_coef=0.0, max_grad_norm=0.5, n_steps=8, gae_lambda=0.9, vf_coef=0.4, gamma=0.9, use_rms_prop=True, "
+        f"normalize_advantage=False, learning_rate={_LIN.format(7e-4)}, use_sde=True, "
+        "policy_kwargs=dict(log_std_init=-2, ortho_init=False)", n_envs=8, normalize=True),
+    Row("a2c", "MountainCarContinuous-v0", 100_000, (91.166, 0.255),
+        "n_steps=100, ent_coef=0.0, use_sde=True, sde_sample_freq=16, "
+        "policy_kwargs=dict(log_std_init=0.0, ortho_init=False)", n_envs=4, normalize=True),
     Row("sac", "Pendulum-v1", 20_000, (-156.995, 88.714), "learning_rate=1e-3"),
     Row("sac", "MountainCarContinuous-v0", 50_000, (94.679, 1.134),
         "learning_rate=3e-4, buffer_size=50_000, batch_size=512, ent_coef=0.1, train_freq=32, gradient_steps=32, "

@@ -12,9 +12,9 @@ from ..rl.policies.actor_critic import ActorCriticPolicy, LossFn
 from ..rl.policies.recurrent import recurrent_policy
 from ..rl.sampling.trajectory import PostprocessMode
 from ._config import AlgorithmConfig, OnPolicyConfig
-from ._recipe import Spaces, Workers
+from ._recipe import Spaces, Workers, single_model
 
-__all__ = ["ActorCriticLearner", "ActorCriticWorkers"]
+__all__ = ["ON_POLICY_MODELS", "ActorCriticLearner", "ActorCriticWorkers"]
 
 P = TypeVar("P", bound=ActorCriticPolicy)
 
@@ -26,6 +26,15 @@ def _policy_class(base: type[ActorCriticPolicy], config: AlgorithmConfig) -> typ
 def _recurrent(config: AlgorithmConfig) -> dict[str, Any]:
     model = config.model
     return {"lstm_size": model.lstm_size, "max_seq_len": model.max_seq_len} if model.use_lstm else {}
+
+
+ON_POLICY_MODELS = single_model("actor_critic", sde=lambda c: c.use_sde, log_std_init=lambda c: c.log_std_init)
+"""``Recipe.models`` of PG, A2C, A3C and PPO: the built-in actor-critic, with gSDE if asked."""
+
+
+def _options(config: AlgorithmConfig) -> dict[str, Any]:
+    """gSDE and the Gaussian's initial log-std, where the config has them (PG, A2C, A3C, PPO)."""
+    return config.actor_critic_options() if isinstance(config, OnPolicyConfig) else {}
 
 
 @dataclass(frozen=True)
@@ -42,7 +51,7 @@ class ActorCriticWorkers:
         policy = functools.partial(  # type: ignore[call-arg]
             _policy_class(ActorCriticPolicy, c), model=c.model, hidden=c.vector_hidden, lr=c.learner.lr,
             max_grad_norm=c.learner.max_grad_norm, loss=self.loss, loss_config=c, device=c.rollouts.device,
-            **_recurrent(c),
+            **_recurrent(c), **_options(c),
         )  # fmt: skip
         lam = c.lam if isinstance(c, OnPolicyConfig) else 1.0
         return Workers(policy, self.postprocess, use_critic=self.use_critic, lam=lam)  # type: ignore[arg-type]
@@ -62,5 +71,5 @@ class ActorCriticLearner(Generic[P]):
             spaces.observation, spaces.action, model=c.model, hidden=c.vector_hidden, lr=part.lr,
             max_grad_norm=part.max_grad_norm, loss=self.loss, loss_config=c, seed=c.seed, device=part.device,
             max_nonfinite_updates=part.max_nonfinite_updates, precision=part.precision, optimizer=part.optimizer,
-            **_recurrent(c),
+            **_recurrent(c), **_options(c),
         )  # fmt: skip

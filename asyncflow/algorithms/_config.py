@@ -413,3 +413,26 @@ class OnPolicyConfig(AlgorithmConfig):
     """GAE lambda (1.0: the returns minus the value baseline)."""
     train_batch_size: int = field(default=2048, min=1)
     """Environment steps per training batch."""
+    use_sde: bool = False
+    """Generalized state-dependent exploration for Box actions (gSDE; Raffin et al. 2022), as
+    Stable-Baselines3's PPO and A2C: the noise is the policy's last hidden features times a
+    matrix each env keeps for ``sde_sample_freq`` steps, its variance the state's (the built-in
+    model only; ``ActorCriticNet``)."""
+    sde_sample_freq: int | None = field(default=None, min=1)
+    """With ``use_sde``: env steps each env keeps its noise matrix (None: one rollout fragment,
+    as Stable-Baselines3's -1, a new matrix at each rollout)."""
+    log_std_init: float = field(default=0.0, min=-20.0, max=2.0)
+    """The initial log-std of a Box action's Gaussian (with ``use_sde``: of the noise matrix's entries)."""
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        for name, set_ in (("use_sde", self.use_sde), ("log_std_init", self.log_std_init != 0.0)):
+            if set_ and self.model.use_lstm:
+                raise ConfigError(f"{name}: the built-in feed-forward model's; not with use_lstm")
+            if set_ and self.model.custom is not None:
+                raise ConfigError(f"{name}: the built-in model's; not with a model of your own")
+
+    def actor_critic_options(self) -> dict[str, Any]:
+        """What the actor-critic policy takes from these fields (``_actor_critic.py``)."""
+        return {"sde": self.use_sde, "log_std_init": self.log_std_init,
+                "sde_sample_freq": self.sde_sample_freq or self.rollouts.fragment_length}  # fmt: skip

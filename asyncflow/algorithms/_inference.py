@@ -51,6 +51,8 @@ def _torch_reason(recipe: Recipe[Any, Any, Any], config: AlgorithmConfig, spaces
         return "a model of your own"
     if config.model.use_lstm:
         return "the LSTM core (use_lstm)"
+    if getattr(config, "use_sde", False):
+        return "gSDE's noise (use_sde)"
     if config.rollouts.device != "cpu":
         return f"a policy on worker_device={config.rollouts.device!r}"
     if has_action_mask(spaces.observation, spaces.action):

@@ -37,9 +37,9 @@ from ..flow import (
 )
 from ..rl.policies.actor_critic import ActorCritic, ActorCriticPolicy
 from ..session import Algorithm
-from ._actor_critic import ActorCriticLearner, ActorCriticWorkers
+from ._actor_critic import ON_POLICY_MODELS, ActorCriticLearner, ActorCriticWorkers
 from ._config import OnPolicyConfig, algorithm_config, field
-from ._recipe import Capabilities, Plan, Recipe, Run, single_model
+from ._recipe import Capabilities, Plan, Recipe, Run
 
 __all__ = ["A2C", "A2CConfig", "a2c_loss"]
 
@@ -93,7 +93,7 @@ def a2c_plan(run: Run[A2CConfig, ActorCriticPolicy, None]) -> Plan:
 
 
 RECIPE: Recipe[A2CConfig, ActorCriticPolicy, None] = Recipe(
-    name="a2c", config=A2CConfig, family="actor_critic", plan=a2c_plan, models=single_model("actor_critic"),
+    name="a2c", config=A2CConfig, family="actor_critic", plan=a2c_plan, models=ON_POLICY_MODELS,
     workers=ActorCriticWorkers(a2c_loss), learner=ActorCriticLearner(a2c_loss, ActorCriticPolicy),
     capabilities=Capabilities(recurrent=True, numpy_inference=True, learner_precision=True, rmsprop=True),
     live_fields=("vf_loss_coeff", "entropy_coeff", "train_batch_size", "microbatch_size"),

@@ -19,9 +19,9 @@ from ..errors import ConfigError
 from ..flow import apply_gradients, async_gradients, report_metrics
 from ..rl.policies.actor_critic import ActorCriticPolicy
 from ..session import Algorithm
-from ._actor_critic import ActorCriticLearner, ActorCriticWorkers
+from ._actor_critic import ON_POLICY_MODELS, ActorCriticLearner, ActorCriticWorkers
 from ._config import algorithm_config
-from ._recipe import Capabilities, Plan, Recipe, Run, single_model
+from ._recipe import Capabilities, Plan, Recipe, Run
 from .a2c import A2CConfig, a2c_loss
 
 __all__ = ["A3C", "A3CConfig"]
@@ -48,7 +48,7 @@ def a3c_plan(run: Run[A3CConfig, ActorCriticPolicy, None]) -> Plan:
 
 
 RECIPE: Recipe[A3CConfig, ActorCriticPolicy, None] = Recipe(
-    name="a3c", config=A3CConfig, family="actor_critic", plan=a3c_plan, models=single_model("actor_critic"),
+    name="a3c", config=A3CConfig, family="actor_critic", plan=a3c_plan, models=ON_POLICY_MODELS,
     workers=ActorCriticWorkers(a2c_loss), learner=ActorCriticLearner(a2c_loss, ActorCriticPolicy),
     capabilities=Capabilities(recurrent=True, numpy_inference_reason="workers, which compute gradients", rmsprop=True,
                               policy_mapping=False, policy_mapping_reason="its workers compute gradients of one "

@@ -21,9 +21,9 @@ from ..errors import ConfigError
 from ..flow import concat_batches, parallel_rollouts, report_metrics, standardize_fields, train_one_step
 from ..rl.policies.actor_critic import ActorCritic, ActorCriticPolicy
 from ..session import Algorithm
-from ._actor_critic import ActorCriticLearner, ActorCriticWorkers
+from ._actor_critic import ON_POLICY_MODELS, ActorCriticLearner, ActorCriticWorkers
 from ._config import OnPolicyConfig, algorithm_config
-from ._recipe import Capabilities, Plan, Recipe, Run, single_model
+from ._recipe import Capabilities, Plan, Recipe, Run
 
 __all__ = ["PG", "PGConfig", "pg_loss"]
 
@@ -55,7 +55,7 @@ def pg_plan(run: Run[PGConfig, ActorCriticPolicy, None]) -> Plan:
 
 
 RECIPE: Recipe[PGConfig, ActorCriticPolicy, None] = Recipe(
-    name="pg", config=PGConfig, family="actor_critic", plan=pg_plan, models=single_model("actor_critic"),
+    name="pg", config=PGConfig, family="actor_critic", plan=pg_plan, models=ON_POLICY_MODELS,
     workers=ActorCriticWorkers(pg_loss, use_critic=False), learner=ActorCriticLearner(pg_loss, ActorCriticPolicy),
     capabilities=Capabilities(recurrent=True, numpy_inference=True, learner_precision=True, rmsprop=True),
     live_fields=("train_batch_size",),

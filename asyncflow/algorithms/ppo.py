@@ -47,9 +47,9 @@ from ..flow import concat_batches, parallel_rollouts, report_metrics, standardiz
 from ..rl.learners.schedule import check_schedule
 from ..rl.policies.actor_critic import ActorCritic, ActorCriticPolicy
 from ..session import Algorithm
-from ._actor_critic import ActorCriticLearner, ActorCriticWorkers
+from ._actor_critic import ON_POLICY_MODELS, ActorCriticLearner, ActorCriticWorkers
 from ._config import OnPolicyConfig, algorithm_config, field
-from ._recipe import Capabilities, Plan, Recipe, Run, single_model
+from ._recipe import Capabilities, Plan, Recipe, Run
 
 __all__ = ["PPO", "PPOConfig", "ppo_loss"]
 
@@ -145,7 +145,7 @@ def ppo_plan(run: Run[PPOConfig, ActorCriticPolicy, None]) -> Plan:
 
 
 RECIPE: Recipe[PPOConfig, ActorCriticPolicy, None] = Recipe(
-    name="ppo", config=PPOConfig, family="actor_critic", plan=ppo_plan, models=single_model("actor_critic"),
+    name="ppo", config=PPOConfig, family="actor_critic", plan=ppo_plan, models=ON_POLICY_MODELS,
     workers=ActorCriticWorkers(ppo_loss), learner=ActorCriticLearner(ppo_loss, ActorCriticPolicy),
     capabilities=Capabilities(recurrent=True, numpy_inference=True, learner_precision=True, rmsprop=True),
     live_fields=("clip_param", "vf_clip_param", "vf_loss_coeff", "entropy_coeff", "num_epochs", "minibatch_size",

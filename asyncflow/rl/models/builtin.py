@@ -21,6 +21,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from ...errors import ConfigError
 from ..envs.spaces import is_image, space_leaves
 from .config import ACTIVATIONS, ModelConfig
 from .distributions import ActionHead
@@ -56,7 +57,14 @@ class ActorCriticNet(nn.Module):
     """``forward(obs) -> (distribution inputs (B, k), values (B,))``.
 
     For a ``Box`` action space the log-stds are one learned vector, the same
-    for every observation (PPO's usual choice), appended to the means.
+    for every observation (PPO's usual choice), appended to the means; with
+    ``sde`` (generalized state-dependent exploration, Raffin et al. 2022) they
+    are the state's: the policy's last hidden features ``latent(s)`` (detached)
+    and a learned ``(features, d)`` matrix of log-stds give the variance
+    ``latent(s)^2 @ exp(log_std)^2`` (+1e-6), as Stable-Baselines3's gSDE for
+    PPO and A2C. The workers then draw the noise ``latent(s) @ W`` with a matrix
+    ``W ~ N(0, exp(log_std)^2)`` they keep for a number of steps
+    (``ActorCriticPolicy``); ``with_latent`` gives them the features.
     """
 
     def __init__(
@@ -65,6 +73,8 @@ class ActorCriticNet(nn.Module):
         action_space: gym.Space[Any],
         config: ModelConfig = DEFAULT,
         hidden: Sequence[int] = (64, 64),
+        sde: bool = False,
+        log_std_init: float = 0.0,
     ) -> None:
         super().__init__()
         image = has_image(observation_space) and config.encoder != "mlp"
@@ -73,21 +83,35 @@ class ActorCriticNet(nn.Module):
         self.encoder = build_encoder(observation_space, kind=config.encoder, cnn_filters=config.cnn_filters)
         head = ActionHead(action_space)
         self.gaussian = isinstance(action_space, gym.spaces.Box)
+        self.sde = sde
+        if sde and not self.gaussian:
+            raise ConfigError(f"use_sde: gSDE explores in Box action spaces, not {action_space}")
+        if sde and not sizes:
+            raise ConfigError("use_sde: gSDE needs at least one hidden layer (its features draw the noise)")
         out = head.action_dim if self.gaussian else head.num_inputs
-        if self.gaussian:
-            self.log_std = nn.Parameter(torch.zeros(out))
         self.shared = image if config.shared is None else config.shared
         features = self.encoder.out_dim
+        if self.gaussian and not sde:
+            self.log_std = nn.Parameter(torch.full((out,), float(log_std_init)))
         if self.shared:
             self.torso = _torso([features, *sizes], activation)
             last = sizes[-1] if sizes else features
             self.pi = mlp([last, out], activation, 0.01)
             self.vf = mlp([last, 1], activation, 1.0)
+        elif sde:  # the policy's hidden layers apart from its mean layer: their features draw the noise
+            self.pi_torso = _torso([features, *sizes], activation)
+            self.pi = mlp([sizes[-1], out], activation, 0.01)
+            self.vf = mlp([features, *sizes, 1], activation, 1.0)
         else:
             self.pi = mlp([features, *sizes, out], activation, 0.01)
             self.vf = mlp([features, *sizes, 1], activation, 1.0)
+        if sde:
+            self.log_std = nn.Parameter(torch.full((sizes[-1], out), float(log_std_init)))
 
     def forward(self, obs: Any) -> tuple[torch.Tensor, torch.Tensor]:
+        if self.sde:
+            inputs, values, _ = self.with_latent(obs)
+            return inputs, values
         x = self.encoder(obs)
         if self.shared:
             x = self.torso(x)
@@ -95,6 +119,19 @@ class ActorCriticNet(nn.Module):
         if self.gaussian:
             out = torch.cat([out, self.log_std.expand_as(out)], -1)
         return out, self.vf(x).squeeze(-1)
+
+    def with_latent(self, obs: Any) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """gSDE's forward (``sde``): ``(distribution inputs, values, (B, features) detached
+        latent features)``, the variance the features' square times ``exp(log_std)^2``."""
+        x = self.encoder(obs)
+        if self.shared:
+            x = latent = self.torso(x)
+        else:
+            latent = self.pi_torso(x)
+        mean = self.pi(latent)
+        features = latent.detach()
+        variance = features.pow(2) @ self.log_std.exp().pow(2)
+        return torch.cat([mean, 0.5 * (variance + 1e-6).log()], -1), self.vf(x).squeeze(-1), features
 
     def training_layout(self, obs: Any) -> Any:
         """``obs`` (a training batch) in the memory layout its encoder reads fastest (``encoders.py``)."""

@@ -47,10 +47,12 @@ def build_model(
     gaussian: bool = True,
     num_q: int = 2,
     sde: bool = False,
-    log_std_init: float = -3.0,
+    log_std_init: float | None = None,
 ) -> nn.Module:
     """The model ``spec`` describes. The keyword arguments shape the built-in models only;
     a user's class or factory is called as ``spec(observation_space, action_space)``.
+    ``log_std_init`` (None: the family's own, 0 for the actor-critic's, -3 for SAC's) starts
+    a Gaussian's log-stds, or gSDE's (``sde``).
 
     Torch's global generator is put back as it was after the model's initialization: a
     model built in the driver (to check a config) leaves the process's randomness alone.
@@ -71,18 +73,19 @@ def _build(
     gaussian: bool,
     num_q: int,
     sde: bool,
-    log_std_init: float,
+    log_std_init: float | None,
 ) -> nn.Module:
     if isinstance(spec, ModelConfig) and spec.custom is not None:
         spec = spec.custom
     if spec is None or isinstance(spec, ModelConfig):
         config = spec or ModelConfig()
         if family == "actor_critic":
-            return ActorCriticNet(observation_space, action_space, config, hidden)
+            return ActorCriticNet(observation_space, action_space, config, hidden, sde,
+                                  0.0 if log_std_init is None else log_std_init)  # fmt: skip
         if family == "q":
             return QNet(observation_space, action_space, config, hidden, dueling)  # type: ignore[arg-type]
         return ContinuousNet(observation_space, action_space, config, hidden, gaussian, num_q,  # type: ignore[arg-type]
-                             sde, log_std_init)  # fmt: skip
+                             sde, -3.0 if log_std_init is None else log_std_init)  # fmt: skip
     if sde:
         raise ConfigError(f"use_sde: gSDE takes the built-in model (its features draw the noise), not "
                           f"{model_name(spec)}")  # fmt: skip

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, cast
 
 import gymnasium as gym
 import numpy as np
@@ -30,8 +30,10 @@ from ..learners.device import resolve_device, to_numpy, to_tensors
 from ..learners.optim import FlatOptimizer, UpdateGuard, make_optimizer
 from ..learners.precision import autocast, resolve_precision, to_float32
 from ..models import ActionDistribution, ActionHead, ModelSpec, build_model
+from ..models.builtin import ActorCriticNet
 from ..models.nets import seeded
 from ..policy import ModelWeights
+from .continuous import sde_noise_matrices
 
 __all__ = ["ActorCritic", "ActorCriticPolicy", "LossFn"]
 
@@ -94,7 +96,15 @@ class ActorCriticPolicy(ModelWeights):
         max_nonfinite_updates: int = 10,
         precision: str = "float32",
         optimizer: str = "adam",
+        sde: bool = False,
+        sde_sample_freq: int = 1,
+        log_std_init: float | None = None,
     ) -> None:
+        self.sde = sde
+        """gSDE (``ActorCriticNet``): a Box action's noise is ``latent(s) @ W``, each env's ``W``
+        kept for ``sde_sample_freq`` calls of ``compute_actions`` (steps), then drawn again."""
+        self.sde_sample_freq = sde_sample_freq
+        self.log_std_init = log_std_init
         self.device = resolve_device(device) if isinstance(device, str) else device
         self.autocast_dtype = resolve_precision(precision, self.device)
         """The losses' forward passes run in this dtype under autocast (None: float32); ``precision.py``."""
@@ -114,12 +124,17 @@ class ActorCriticPolicy(ModelWeights):
         self.loss_config = loss_config
         self.version = 0
         self._generator = torch.Generator(device=self.device).manual_seed(seed)
+        self._noise: torch.Tensor | None = None
+        """gSDE: each env's ``(features, d)`` noise matrix, drawn when missing (a checkpoint does
+        not keep it: a resumed run draws new ones)."""
+        self._noise_steps = 0
 
     def build_network(
         self, model: ModelSpec, observation_space: gym.Space[Any], action_space: gym.Space[Any], hidden: Sequence[int]
     ) -> nn.Module:
         """The network (the built-in model for the spaces, or ``model``'s)."""
-        return build_model(model, observation_space, action_space, "actor_critic", hidden=hidden)
+        return build_model(model, observation_space, action_space, "actor_critic", hidden=hidden, sde=self.sde,
+                           log_std_init=self.log_std_init)  # fmt: skip
 
     def actor_critic(self, model: nn.Module) -> ActorCritic:
         """``model`` paired with this policy's action distribution (what a loss calls)."""
@@ -141,9 +156,25 @@ class ActorCriticPolicy(ModelWeights):
     @torch.no_grad()
     def compute_actions(self, obs: Tree) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Sample actions for a batch of observations: (actions, log-probs, values)."""
+        if self.sde:
+            return self._sde_actions(self.tensors(obs))
         dist, values = self.ac(self.tensors(obs))
         actions = dist.sample(self._generator)
         return actions.cpu().numpy(), dist.log_prob(actions).cpu().numpy(), values.cpu().numpy()
+
+    def _sde_actions(self, obs: Tree) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """gSDE's actions: the mean plus ``latent(s) @ W``, with the log-probability of the
+        state's Gaussian, whose variance is that noise's (``ActorCriticNet.with_latent``)."""
+        inputs, values, latent = to_float32(cast(ActorCriticNet, self.model).with_latent(obs))
+        n, noise = len(latent), self._noise
+        if noise is None or len(noise) != n or self._noise_steps >= self.sde_sample_freq:
+            noise = self._noise = sde_noise_matrices(self.model, n, self._generator)
+            self._noise_steps = 0
+        self._noise_steps += 1
+        dist = self.ac.head.distribution(inputs)
+        mean = inputs[:, : inputs.shape[1] // 2]
+        actions = (mean + (latent.unsqueeze(1) @ noise).squeeze(1)).reshape(-1, *self.action_space.shape or ())
+        return actions.cpu().numpy(), dist.log_prob(actions).cpu().numpy(), values.reshape(-1).cpu().numpy()
 
     @torch.no_grad()
     def greedy_actions(self, obs: Tree) -> np.ndarray:

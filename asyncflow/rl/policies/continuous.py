@@ -101,7 +101,8 @@ def build_continuous_model(
 
 def sde_noise_matrices(actor: nn.Module, n: int, generator: torch.Generator | None) -> torch.Tensor:
     """``n`` draws of gSDE's ``(features, d)`` matrix from ``N(0, exp(log_std)^2)``, ``(n, features, d)``
-    (reparameterized: the learner's draw trains ``log_std``)."""
+    (reparameterized: the learner's draw trains ``log_std``). ``actor`` is a module whose ``log_std``
+    is that matrix: SAC's ``SDEActor``, or the actor-critic's ``ActorCriticNet`` with ``sde``."""
     std = cast(SDEActor, actor).log_std.exp()
     return std * torch.randn((n, *std.shape), generator=generator, device=std.device)
 
