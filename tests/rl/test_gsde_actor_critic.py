@@ -84,7 +84,7 @@ async def test_ppo_with_gsde_reaches_the_flag_on_mountain_car_continuous() -> No
                        minibatch_size=8, num_epochs=10, lam=0.9, gamma=0.9999, lr=7.77e-5, entropy_coeff=0.00429,
                        clip_param=0.1, vf_clip_param=None, vf_loss_coeff=0.19, max_grad_norm=5.0,
                        standardize_advantages="minibatch", hidden=(64, 64), use_sde=True, log_std_init=-3.29,
-                       timesteps_per_iteration=1000, seed=0)  # fmt: skip
+                       evaluation_interval=10**9, evaluation_episodes=10, seed=0)  # fmt: skip
     async with PPO(config) as algo:
         async for result in algo.train():
             if result["num_env_steps_sampled"] >= 20_000:
