@@ -15,6 +15,7 @@ from asyncflow.algorithms import A2C, PPO, A2CConfig, PPOConfig
 from asyncflow.errors import ConfigError
 from asyncflow.rl.models.builtin import ActorCriticNet
 from asyncflow.rl.models.distributions import DiagGaussian
+from asyncflow.rl.models.numpy_export import numpy_net
 from asyncflow.rl.policies.actor_critic import ActorCriticPolicy
 
 OBS = gym.spaces.Box(-1, 1, (3,), np.float32)
@@ -37,6 +38,7 @@ def test_each_env_keeps_its_noise_matrix_for_sde_sample_freq_steps() -> None:
     assert np.allclose(actions[4], actions[5:8])
     assert not np.allclose(actions[0] - mean, actions[0, ::-1] - mean[::-1])  # each env its own matrix
     assert not np.allclose(actions[0], mean)  # noise there is
+    assert numpy_net(policy.model, OBS, ACTIONS) is None  # numpy workers cannot draw it
 
 
 def test_the_actions_spread_is_the_gaussian_their_log_probabilities_are_of() -> None:

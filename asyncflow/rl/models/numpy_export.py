@@ -27,8 +27,8 @@ _ACTIVATIONS: dict[type[nn.Module], Activation] = {nn.Tanh: "tanh", nn.ReLU: "re
 
 def numpy_net(model: nn.Module, observation_space: gym.Space[Any], action_space: gym.Space[Any]) -> NumpyNet | None:
     """``model`` as a ``NumpyNet``, or None when numpy cannot run it exactly (module docstring)."""
-    if type(model) is not ActorCriticNet or type(model.encoder) is not Flatten:
-        return None
+    if type(model) is not ActorCriticNet or type(model.encoder) is not Flatten or model.sde:
+        return None  # gSDE's noise comes from features numpy does not keep
     if not isinstance(observation_space, gym.spaces.Box) or not isinstance(
         action_space, gym.spaces.Discrete | gym.spaces.Box
     ):
