@@ -244,9 +244,16 @@ def flatten(mapping: Mapping[str, Any], sep: str = ".", prefix: str = "") -> dic
     return out
 
 
+_YAML_WORDS = {"true": True, "false": False, "null": None, "~": None}
+
+
 def parse_value(raw: str) -> Any:
     """A field's value given as text (``--set``, ``--grid``): a Python literal (``1e-3``,
-    ``(64, 64)``, ``None``), else the text itself. ``ast.literal_eval`` runs no code."""
+    ``(64, 64)``, ``None``, ``True``), YAML's ``true``, ``false`` and ``null`` as a config
+    file writes them, else the text itself. ``ast.literal_eval`` runs no code."""
+    word = raw.strip()
+    if word.lower() in _YAML_WORDS:
+        return _YAML_WORDS[word.lower()]
     try:
         return ast.literal_eval(raw)
     except (ValueError, SyntaxError):

@@ -333,3 +333,23 @@ def test_ctrl_c_in_the_first_seconds_is_one_quiet_line(tmp_path: Path, phase: An
     assert proc.returncode == 130, err
     assert "Traceback" not in err and "KeyboardInterrupt" not in err, err
     assert err.strip().splitlines()[-1].startswith("asyncflow: interrupted"), err
+
+
+def test_set_and_grid_values_read_yaml_words_as_config_files_do() -> None:
+    from asyncflow._fields import parse_value
+
+    assert [parse_value(w) for w in ("true", "False", "null", "~", "True", "None")] == [
+        True,
+        False,
+        None,
+        None,
+        True,
+        None,
+    ]
+    assert (
+        parse_value("1e-3") == 1e-3
+        and parse_value("(64, 64)") == (64, 64)
+        and parse_value("CartPole-v1") == "CartPole-v1"
+    )
+    config = PPOConfig(env="Pendulum-v1", use_sde=parse_value("true"), vf_clip_param=parse_value("null"))
+    assert config.use_sde is True and config.vf_clip_param is None
