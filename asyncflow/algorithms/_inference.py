@@ -15,7 +15,7 @@ from ..rl.envs.action_mask import has_action_mask
 from ..rl.models import build_model
 from ..rl.models.numpy_export import numpy_net
 from ..rl.policies.numpy_policy import NumpyNet
-from ._config import AlgorithmConfig
+from ._config import AlgorithmConfig, OnPolicyConfig
 from ._recipe import Recipe, Spaces
 
 __all__ = ["worker_numpy_net"]
@@ -51,7 +51,7 @@ def _torch_reason(recipe: Recipe[Any, Any, Any], config: AlgorithmConfig, spaces
         return "a model of your own"
     if config.model.use_lstm:
         return "the LSTM core (use_lstm)"
-    if getattr(config, "use_sde", False):
+    if isinstance(config, OnPolicyConfig) and config.use_sde:
         return "gSDE's noise (use_sde)"
     if config.rollouts.device != "cpu":
         return f"a policy on worker_device={config.rollouts.device!r}"
