@@ -31,9 +31,10 @@ from ..learners.optim import FlatOptimizer, UpdateGuard, make_optimizer
 from ..learners.precision import autocast, resolve_precision, to_float32
 from ..models import ActionDistribution, ActionHead, ModelSpec, build_model
 from ..models.builtin import ActorCriticNet
+from ..models.distributions import DiagGaussian
 from ..models.nets import seeded
 from ..policy import ModelWeights
-from .continuous import sde_noise_matrices
+from .continuous import SDENoise
 
 __all__ = ["ActorCritic", "ActorCriticPolicy", "LossFn"]
 
@@ -103,7 +104,6 @@ class ActorCriticPolicy(ModelWeights):
         self.sde = sde
         """gSDE (``ActorCriticNet``): a Box action's noise is ``latent(s) @ W``, each env's ``W``
         kept for ``sde_sample_freq`` calls of ``compute_actions`` (steps), then drawn again."""
-        self.sde_sample_freq = sde_sample_freq
         self.log_std_init = log_std_init
         self.device = resolve_device(device) if isinstance(device, str) else device
         self.autocast_dtype = resolve_precision(precision, self.device)
@@ -124,10 +124,7 @@ class ActorCriticPolicy(ModelWeights):
         self.loss_config = loss_config
         self.version = 0
         self._generator = torch.Generator(device=self.device).manual_seed(seed)
-        self._noise: torch.Tensor | None = None
-        """gSDE: each env's ``(features, d)`` noise matrix, drawn when missing (a checkpoint does
-        not keep it: a resumed run draws new ones)."""
-        self._noise_steps = 0
+        self._sde_noise = SDENoise(sde_sample_freq)
 
     def build_network(
         self, model: ModelSpec, observation_space: gym.Space[Any], action_space: gym.Space[Any], hidden: Sequence[int]
@@ -166,14 +163,9 @@ class ActorCriticPolicy(ModelWeights):
         """gSDE's actions: the mean plus ``latent(s) @ W``, with the log-probability of the
         state's Gaussian, whose variance is that noise's (``ActorCriticNet.with_latent``)."""
         inputs, values, latent = to_float32(cast(ActorCriticNet, self.model).with_latent(obs))
-        n, noise = len(latent), self._noise
-        if noise is None or len(noise) != n or self._noise_steps >= self.sde_sample_freq:
-            noise = self._noise = sde_noise_matrices(self.model, n, self._generator)
-            self._noise_steps = 0
-        self._noise_steps += 1
-        dist = self.ac.head.distribution(inputs)
-        mean = inputs[:, : inputs.shape[1] // 2]
-        actions = (mean + (latent.unsqueeze(1) @ noise).squeeze(1)).reshape(-1, *self.action_space.shape or ())
+        noise = self._sde_noise.matrices(self.model, len(latent), self._generator)
+        dist = cast(DiagGaussian, self.ac.head.distribution(inputs))
+        actions = (dist.mean + (latent.unsqueeze(1) @ noise).squeeze(1)).reshape(-1, *dist.shape)
         return actions.cpu().numpy(), dist.log_prob(actions).cpu().numpy(), values.reshape(-1).cpu().numpy()
 
     @torch.no_grad()

@@ -45,6 +45,7 @@ __all__ = [
     "SquashedGaussianPolicy",
     "box_space",
     "build_continuous_model",
+    "SDENoise",
     "sde_noise_matrices",
     "sde_sample",
     "squashed_gaussian",
@@ -105,6 +106,26 @@ def sde_noise_matrices(actor: nn.Module, n: int, generator: torch.Generator | No
     is that matrix: SAC's ``SDEActor``, or the actor-critic's ``ActorCriticNet`` with ``sde``."""
     std = cast(SDEActor, actor).log_std.exp()
     return std * torch.randn((n, *std.shape), generator=generator, device=std.device)
+
+
+class SDENoise:
+    """A worker's gSDE matrices: each env's, kept for ``every`` draws, then drawn again (and
+    drawn anew when the number of envs changes). Not training state: a checkpoint does not keep
+    them, and a resumed run draws new ones."""
+
+    def __init__(self, every: int) -> None:
+        self.every = every
+        self._matrices: torch.Tensor | None = None
+        self._draws = 0
+
+    def matrices(self, actor: nn.Module, n: int, generator: torch.Generator | None) -> torch.Tensor:
+        """The ``(n, features, d)`` matrices for this step (``sde_noise_matrices``)."""
+        kept = self._matrices
+        if kept is None or len(kept) != n or self._draws >= self.every:
+            kept = self._matrices = sde_noise_matrices(actor, n, generator)
+            self._draws = 0
+        self._draws += 1
+        return kept
 
 
 def sde_sample(actor: nn.Module, obs: Any, matrices: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -204,10 +225,7 @@ class SquashedGaussianPolicy(_BoxPolicy):
         self.sde_sample_freq = sde_sample_freq
         self.log_std_init = log_std_init
         super().__init__(*args, **kwargs)
-        self.noise: dict[str, torch.Tensor] = {}
-        """``"matrices"``: each env's gSDE matrix, (envs, features, d), drawn when missing (a
-        checkpoint does not keep it: a resumed run draws new ones)."""
-        self.matrix_steps = 0
+        self.sde_noise = None if sde_sample_freq is None else SDENoise(sde_sample_freq)
 
     def build_model(self, model: ModelSpec, observation_space: gym.Space[Any], action_space: gym.Space[Any],
                     hidden: Sequence[int], num_q: int) -> nn.Module:  # fmt: skip
@@ -215,14 +233,9 @@ class SquashedGaussianPolicy(_BoxPolicy):
                                       sde=self.sde_sample_freq is not None, log_std_init=self.log_std_init)  # fmt: skip
 
     def _act(self, obs: Tree) -> torch.Tensor:
-        if self.sde_sample_freq is None:
+        if self.sde_noise is None:
             return squashed_gaussian(self.actor(obs), generator=self.generator)[0]
-        n, matrices = tree_len(obs), self.noise.get("matrices")
-        if matrices is None or len(matrices) != n or self.matrix_steps >= self.sde_sample_freq:
-            matrices = self.noise["matrices"] = sde_noise_matrices(self.actor, n, self.generator)
-            self.matrix_steps = 0
-        self.matrix_steps += 1
-        return sde_sample(self.actor, obs, matrices)[0]
+        return sde_sample(self.actor, obs, self.sde_noise.matrices(self.actor, tree_len(obs), self.generator))[0]
 
     @torch.no_grad()
     def greedy_actions(self, obs: Tree) -> np.ndarray:
