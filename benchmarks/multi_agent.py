@@ -1,12 +1,13 @@
 """Multi-agent: sampling and training speed on MPE2 ``simple_spread`` against RLlib's multi-agent
 PPO on the same env and machine, in one run; PPO with one shared policy against one policy per
 agent; QMIX against VDN on the QMIX paper's two-step game; self-play PPO on connect four
-against a random and a one-move-lookahead player; MADDPG against independent DDPG learners on
+against a random and a one-move-lookahead player, with the built-in model and with ``MirrorNet``
+(the same over a board and its mirror); MADDPG against independent DDPG learners on
 MPE2's cooperative communication task (``simple_speaker_listener``).
 
     python benchmarks/multi_agent.py --rllib-python /path/to/venv/bin/python
     python benchmarks/multi_agent.py --only maddpg       # one part (speed, spread, qmix, self-play,
-                                                         # league-player, maddpg)
+                                                         # league-player, mirror, maddpg)
 
 RLlib 2.60's ``ray[rllib]`` extra pins gymnasium 1.2.2, an older one than asyncflow's tests take:
 give ``--rllib-python`` a Python whose environment has ``ray[rllib]``, ``mpe2`` and torch (the
@@ -36,10 +37,11 @@ from _table import RESULTS, machine_line, print_table
 from asyncflow import algorithms as A
 from asyncflow.rl import League, MultiAgent, PolicySpec
 from asyncflow.rl.envs.two_player import connect_four_lookahead, play_games, random_player
+from asyncflow.rl.models import MirrorNet
 
 BATCH_ENV_STEPS = 4_000
 AGENTS = 3
-PARTS = ["speed", "spread", "qmix", "self-play", "league-player", "maddpg"]
+PARTS = ["speed", "spread", "qmix", "self-play", "league-player", "mirror", "maddpg"]
 
 
 def spread() -> Any:
@@ -188,11 +190,11 @@ batches at a higher learning rate than PPO's defaults."""
 
 
 async def self_play_curve(
-    steps: int, every: int, games: int, league: League, settings: dict[str, Any]
+    steps: int, every: int, games: int, league: League, settings: dict[str, Any], seed: int = 0
 ) -> list[list[float]]:
     """Greedy win rates of ``main`` against each fixed player every ``every`` iterations."""
     ma = MultiAgent.self_play(("player_0", "player_1"), league)
-    config = A.PPOConfig(env=connect_four, multi_agent=ma, num_workers=2, seed=0, **settings)
+    config = A.PPOConfig(env=connect_four, multi_agent=ma, num_workers=2, seed=seed, **settings)
     rows = []
     async with A.PPO(config) as algo:
         policy = algo.learner.by_id["main"]
@@ -263,6 +265,27 @@ def _plot_maddpg(curves: dict[str, list[list[float]]]) -> None:
     fig.savefig(RESULTS / "multi_agent_maddpg.png", dpi=100)
 
 
+def _plot_mirror(runs: list[list[list[float]]], with_player: list[list[float]]) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6, 4))
+    for seed, run in enumerate(runs):
+        data = np.array(run)
+        ax.plot(data[:, 0], data[:, 5], color=f"C{seed + 1}", label=f"MirrorNet, seed {seed}")
+    if with_player:
+        data = np.array(with_player)
+        ax.plot(data[:, 0], data[:, 5], "--", color="C0", label="built-in MLP, seed 0")
+    ax.axhline(0.7, color="grey", linewidth=0.8)
+    ax.set(xlabel="env steps", ylabel="greedy win rate vs lookahead", ylim=(0, 1),
+           title="Self-play PPO, lookahead player in the league")  # fmt: skip
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(RESULTS / "multi_agent_mirror.png", dpi=100)
+
+
 def _plot(curves: dict[str, list[list[float]]], self_play: list[list[float]], with_player: list[list[float]]) -> None:
     import matplotlib
 
@@ -296,6 +319,7 @@ def main() -> None:
     parser.add_argument("--spread-steps", type=int, default=200_000)
     parser.add_argument("--self-play-steps", type=int, default=400_000)
     parser.add_argument("--league-player-steps", type=int, default=1_000_000)
+    parser.add_argument("--mirror-steps", type=int, default=600_000, help="the learning test's budget")
     parser.add_argument("--games", type=int, default=200, help="evaluation games against each fixed player")
     parser.add_argument("--maddpg-steps", type=int, default=50_000)
     parser.add_argument("--only", choices=PARTS, action="append", help="run these parts only (default: all)")
@@ -347,6 +371,18 @@ def main() -> None:
                     f"{args.games} games each", columns, with_player)  # fmt: skip
     if RESULTS.is_dir() and curves and self_play:
         _plot(curves, self_play, with_player)
+    if "mirror" in parts:
+        seeds, settings = [0, 1, 2], {**TUNED, "model": MirrorNet}
+        league = League(snapshot_every=1, players=(connect_four_lookahead,), player_share=0.75)
+        runs = [asyncio.run(self_play_curve(args.mirror_steps, 25, args.games, league, settings, seed))
+                for seed in seeds]  # fmt: skip
+        print_table(f"MirrorNet (two 256x256 MLPs over the board and its mirror), the tuned settings, the lookahead "
+                    f"player in the league (3 opponents in 4), {args.games} games each: wins vs lookahead (vs random)",
+                    ["env steps", *[f"seed {s}" for s in seeds], "training s (seed 0)"],
+                    [[runs[0][i][0], *[f"{r[i][5]:.3f} ({r[i][4]:.3f})" for r in runs], runs[0][i][1]]
+                     for i in range(min(len(r) for r in runs))])  # fmt: skip
+        if RESULTS.is_dir():
+            _plot_mirror(runs, with_player)
 
     if "maddpg" in parts:
         seeds = [0, 1, 2]

@@ -13,6 +13,7 @@ from .config import ModelConfig, ModelFactory, ModelSpec, custom_model, model_sp
 from .distributions import ActionDistribution, ActionHead
 from .encoders import CNNEncoder, Encoder, build_encoder
 from .factory import build_model, check_model, model_name, sample_observations
+from .mirror import MirrorNet
 from .protocols import ActorCriticModel, ContinuousModel, QModel
 
 __all__ = [
@@ -24,6 +25,7 @@ __all__ = [
     "ContinuousModel",
     "ContinuousNet",
     "Encoder",
+    "MirrorNet",
     "ModelConfig",
     "ModelFactory",
     "ModelSpec",
