@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import gymnasium as gym
@@ -218,6 +219,9 @@ def test_the_command_line_puts_fixed_players_in_the_league() -> None:
     assert config("--self-play").multi_agent.league.players == ()
     mirror = config("--league-player", lookahead, "--set", "model.custom=asyncflow.rl.models.mirror:MirrorNet")
     assert mirror.model.custom is MirrorNet
+    example = config("--config", str(Path(__file__).parents[2] / "examples" / "connect_four_self_play.yaml"))
+    assert example.model.custom is MirrorNet and example.multi_agent.trained == ("main",)
+    assert example.multi_agent.league == League(snapshot_every=1, players=(connect_four_lookahead,), player_share=0.75)
     with pytest.raises(ConfigError, match="--league-player: a self-play league's opponent; got --multi-agent shared"):
         config("--multi-agent", "shared", "--league-player", lookahead)
     with pytest.raises(ConfigError, match=r"--league-player: module 'asyncflow\.rl\.envs\.two_player' has no 'nobody'"):
