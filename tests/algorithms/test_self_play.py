@@ -92,7 +92,7 @@ def test_the_mirror_net_plays_a_board_and_its_mirror_alike() -> None:
 @pytest.mark.slow
 async def test_self_play_ppo_with_the_lookahead_player_in_its_league_beats_it() -> None:
     """The issue's 70% against the one-move-lookahead player, at 600k env steps (80-87% there
-    over seeds 0-2 in ``benchmarks/multi_agent.py --only league-player``)."""
+    over seeds 0-2 in ``benchmarks/multi_agent.py --only mirror``)."""
     league = League(snapshot_every=1, players=(connect_four_lookahead,), player_share=0.75)
     config = A.PPOConfig(env=connect_four, multi_agent=MultiAgent.self_play(("player_0", "player_1"), league),
                          num_workers=2, seed=0, lr=1e-3, train_batch_size=4096, minibatch_size=256,
