@@ -90,6 +90,7 @@ def test_the_mirror_net_plays_a_board_and_its_mirror_alike() -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(600)  # 163 s alone, 600k env steps
 async def test_self_play_ppo_with_the_lookahead_player_in_its_league_beats_it() -> None:
     """The issue's 70% against the one-move-lookahead player, at 600k env steps (80-87% there
     over seeds 0-2 in ``benchmarks/multi_agent.py --only mirror``)."""
