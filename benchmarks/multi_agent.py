@@ -187,6 +187,9 @@ TUNED = {"lr": 1e-3, "train_batch_size": 4096, "minibatch_size": 256, "entropy_c
 """The league-player part's settings, for both of its runs: an MLP over the board (in trials here,
 twice the env steps per second of a CNN with 4x4 filters, and as good per env step), smaller
 batches at a higher learning rate than PPO's defaults."""
+WITH_LOOKAHEAD = League(snapshot_every=1, players=(connect_four_lookahead,), player_share=0.75)
+"""The league of the league-player and mirror parts: a snapshot every iteration, and the
+lookahead player drawn for 3 opponents in 4."""
 
 
 async def self_play_curve(
@@ -365,16 +368,14 @@ def main() -> None:
         alone = asyncio.run(self_play_curve(steps, every, args.games, League(snapshot_every=1), TUNED))
         print_table(f"Self-play PPO on connect four, tuned (lr 1e-3, batches of 4,096, a 256x256 MLP), snapshots "
                     f"only, a snapshot every iteration, {args.games} games each", columns, alone)  # fmt: skip
-        league = League(snapshot_every=1, players=(connect_four_lookahead,), player_share=0.75)
-        with_player = asyncio.run(self_play_curve(steps, every, args.games, league, TUNED))
+        with_player = asyncio.run(self_play_curve(steps, every, args.games, WITH_LOOKAHEAD, TUNED))
         print_table(f"The same with the lookahead player in the league (drawn for 3 opponents in 4), "
                     f"{args.games} games each", columns, with_player)  # fmt: skip
     if RESULTS.is_dir() and curves and self_play:
         _plot(curves, self_play, with_player)
     if "mirror" in parts:
         seeds, settings = [0, 1, 2], {**TUNED, "model": MirrorNet}
-        league = League(snapshot_every=1, players=(connect_four_lookahead,), player_share=0.75)
-        runs = [asyncio.run(self_play_curve(args.mirror_steps, 25, args.games, league, settings, seed))
+        runs = [asyncio.run(self_play_curve(args.mirror_steps, 25, args.games, WITH_LOOKAHEAD, settings, seed))
                 for seed in seeds]  # fmt: skip
         print_table(f"MirrorNet (two 256x256 MLPs over the board and its mirror), the tuned settings, the lookahead "
                     f"player in the league (3 opponents in 4), {args.games} games each: wins vs lookahead (vs random)",
